@@ -1,0 +1,62 @@
+"""Importing plait's core modules stays light: no deep-learning framework or GPU library gets imported."""
+import json
+import subprocess
+import sys
+
+HEAVY = ("torch", "tensorflow", "cupy", "cupyx", "mpi4py", "mxnet", "jax", "h5py", "pydantic")
+CORE = ("plait", "plait.types", "plait.util", "plait.compat", "plait.backends")
+
+
+def _run_python(code, *flags):
+    result = subprocess.run(
+        [sys.executable, *flags, "-c", code], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_core_imports_leave_heavy_modules_out():
+    code = (
+        "import json, sys\n"
+        f"import {', '.join(CORE)}\n"
+        f"print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))\n"
+    )
+    loaded = json.loads(_run_python(code).stdout.strip().splitlines()[-1])
+    assert loaded == []
+
+
+def test_everyday_calls_leave_heavy_modules_out():
+    code = (
+        "import json, sys, numpy\n"
+        "from plait.backends import get_current_ops, get_ops, use_ops, set_current_ops, get_array_ops\n"
+        "from plait.util import is_torch_array, is_cupy_array, get_width, to_categorical\n"
+        "ops = get_current_ops()\n"
+        "with use_ops('numpy'):\n"
+        "    X = get_ops('cpu').alloc2f(2, 3)\n"
+        "set_current_ops(get_array_ops(X))\n"
+        "is_torch_array(X); is_cupy_array(X); get_width(X); to_categorical(numpy.asarray([0, 1]))\n"
+        f"print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))\n"
+    )
+    loaded = json.loads(_run_python(code).stdout.strip().splitlines()[-1])
+    assert loaded == []
+
+
+def test_import_time_of_backends_is_reported(capsys):
+    code = (
+        "import time\n"
+        "start = time.perf_counter()\n"
+        "import plait.backends\n"
+        "print(f'{time.perf_counter() - start:.6f}')\n"
+    )
+    seconds = float(_run_python(code).stdout.strip().splitlines()[-1])
+    assert seconds >= 0.0
+    # -X importtime writes one line per module to stderr: the cumulative time of plait.backends.
+    profile = _run_python("import plait.backends", "-X", "importtime").stderr
+    rows = [line for line in profile.splitlines() if line.rstrip().endswith("| plait.backends")]
+    assert rows, profile[-2000:]
+    cumulative_us = int(rows[-1].split("|")[1])
+    with capsys.disabled():
+        print(
+            f"\n[import time] import plait.backends: {seconds * 1000:.1f} ms wall "
+            f"(-X importtime cumulative: {cumulative_us / 1000:.1f} ms)"
+        )
