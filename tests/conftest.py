@@ -19,7 +19,7 @@ def _make_ops(kind):
     from plait.backends import CupyOps, NumpyOps, Ops
 
     if kind == "ops":
-        return Ops(numpy)
+        return Ops()
     if kind == "numpy":
         return NumpyOps()
     return CupyOps()
@@ -46,7 +46,7 @@ def ref_ops():
     """The reference implementation on numpy: what every backend must equal."""
     from plait.backends import Ops
 
-    return Ops(numpy)
+    return Ops()
 
 
 @pytest.fixture

@@ -1,0 +1,116 @@
+# cython: language_level=3
+"""CPU kernels for Ops.hash (MurmurHash3_x64_128 of 8-byte keys) and Ops.ngrams (MurmurHash64A).
+
+Inputs are validated by plait.backends._murmur; these only require C-contiguous uint64 keys.
+Every output element depends on its own inputs only, so results do not depend on threads.
+"""
+import numpy
+
+from cython.parallel cimport prange
+from libc.stdint cimport uint32_t, uint64_t
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+
+    static inline uint64_t plait_rotl64(uint64_t x, int r) {
+        return (x << r) | (x >> (64 - r));
+    }
+
+    static inline uint64_t plait_fmix64(uint64_t h) {
+        h ^= h >> 33;
+        h *= 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 33;
+        h *= 0xC4CEB9FE1A85EC53ULL;
+        h ^= h >> 33;
+        return h;
+    }
+
+    /* MurmurHash3_x64_128 specialised to one 8-byte little-endian key: the key is shorter
+       than a 16-byte block, so only the first lane's tail mix runs before finalisation.
+       The key is taken as a value, so the result does not depend on host byte order. */
+    static inline void plait_mmh3_x64_128_u64(uint64_t key, uint32_t seed, uint32_t *out) {
+        uint64_t h1 = key * 0x87C37B91114253D5ULL;
+        h1 = plait_rotl64(h1, 31) * 0x4CF5AD432745937FULL;
+        uint64_t lane0 = (uint64_t)seed ^ 8u;
+        h1 ^= lane0;
+        h1 += lane0;
+        uint64_t h2 = lane0 + h1;
+        h1 = plait_fmix64(h1);
+        h2 = plait_fmix64(h2);
+        h1 += h2;
+        h2 += h1;
+        out[0] = (uint32_t)h1;
+        out[1] = (uint32_t)(h1 >> 32);
+        out[2] = (uint32_t)h2;
+        out[3] = (uint32_t)(h2 >> 32);
+    }
+
+    static inline uint64_t plait_m64a_mix(uint64_t k) {
+        k *= 0xC6A4A7935BD1E995ULL;
+        k ^= k >> 47;
+        return k * 0xC6A4A7935BD1E995ULL;
+    }
+
+    /* MurmurHash64A, seed 0, of n consecutive uint64 keys (8*n bytes, so never a tail). */
+    static inline uint64_t plait_m64a_window(const uint64_t *keys, Py_ssize_t n) {
+        const uint64_t m = 0xC6A4A7935BD1E995ULL;
+        uint64_t h = ((uint64_t)n * 8u) * m;
+        for (Py_ssize_t j = 0; j < n; ++j) {
+            h ^= plait_m64a_mix(keys[j]);
+            h *= m;
+        }
+        h ^= h >> 47;
+        h *= m;
+        h ^= h >> 47;
+        return h;
+    }
+    """
+    void plait_mmh3_x64_128_u64(uint64_t key, uint32_t seed, uint32_t *out) nogil
+    uint64_t plait_m64a_window(const uint64_t *keys, Py_ssize_t n) nogil
+
+cdef enum:
+    # Below this much work (in mixed keys) a parallel region costs more than it saves.
+    _PARALLEL_MIN_WORK = 32768
+
+
+def hash_ids(const uint64_t[::1] ids, uint32_t seed):
+    """Four uint32 words of MurmurHash3_x64_128 per key: (N,) uint64 -> (N, 4) uint32."""
+    cdef Py_ssize_t i, N = ids.shape[0]
+    out = numpy.empty((N, 4), dtype=numpy.uint32)
+    cdef uint32_t[:, ::1] Y = out
+    if N == 0:
+        return out
+    if N >= _PARALLEL_MIN_WORK:
+        for i in prange(N, nogil=True, schedule="static"):
+            plait_mmh3_x64_128_u64(ids[i], seed, &Y[i, 0])
+    else:
+        with nogil:
+            for i in range(N):
+                plait_mmh3_x64_128_u64(ids[i], seed, &Y[i, 0])
+    return out
+
+
+def ngrams(int n, const uint64_t[::1] keys):
+    """MurmurHash64A of each run of n keys: (N,) uint64 -> (max(0, N - n + 1),) uint64.
+
+    Empty when n < 1 or n > N, as in Thinc.
+    """
+    cdef Py_ssize_t i, N = keys.shape[0]
+    cdef Py_ssize_t width = n
+    cdef Py_ssize_t n_out = N - width + 1 if width >= 1 else 0
+    if n_out < 0:
+        n_out = 0
+    out = numpy.empty((n_out,), dtype=numpy.uint64)
+    cdef uint64_t[::1] Y = out
+    if n_out == 0:
+        return out
+    cdef const uint64_t *K = &keys[0]
+    if n_out * width >= _PARALLEL_MIN_WORK:
+        for i in prange(n_out, nogil=True, schedule="static"):
+            Y[i] = plait_m64a_window(K + i, width)
+    else:
+        with nogil:
+            for i in range(n_out):
+                Y[i] = plait_m64a_window(K + i, width)
+    return out

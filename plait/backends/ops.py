@@ -1,0 +1,1323 @@
+"""The reference backend: every op written once with `self.xp` (numpy or cupy) and other Ops calls.
+
+Subclasses (`NumpyOps`, `CupyOps`) override a method only to make it faster, with the identical
+signature, and fall back to `super()` outside their fast path.
+"""
+import itertools
+import math
+from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union, cast
+
+import numpy
+
+from ..types import (
+    Array1d,
+    Array2d,
+    Array3d,
+    Array4d,
+    ArrayT,
+    ArrayXd,
+    Batchable,
+    DeviceTypes,
+    DTypes,
+    DTypesFloat,
+    DTypesInt,
+    Floats1d,
+    Floats2d,
+    Floats3d,
+    Floats4d,
+    FloatsT,
+    FloatsXd,
+    FloatsXdT,
+    Generator,
+    Ints1d,
+    Ints2d,
+    Ints3d,
+    Ints4d,
+    IntsXd,
+    List2d,
+    ListXd,
+    Padded,
+    Shape,
+    SizedGenerator,
+)
+from . import _lstm, _murmur
+from ._checks import check_array, check_lengths, check_same_shape, describe
+
+
+_FLOAT_DTYPES = {"f": "float32", "float16": "float16", "float32": "float32", "float64": "float64"}
+_INT_DTYPES = {"i": "int32", "int32": "int32", "int64": "int64", "uint32": "uint32", "uint64": "uint64"}
+
+
+def _canonical_dtype(fn: str, dtype: Any, table: Optional[dict] = None) -> Any:
+    if dtype is None:
+        return None
+    key = str(numpy.dtype(dtype)) if not isinstance(dtype, str) else dtype
+    if table is not None and key not in table and str(numpy.dtype(key)) not in table.values():
+        raise ValueError(
+            f"Ops.{fn}: unsupported dtype {dtype!r}; expected one of {sorted(table)}."
+        )
+    return numpy.dtype(table.get(key, key) if table is not None else key)
+
+
+class Ops:
+    """Memory allocation and maths for one device; the reference every backend must equal."""
+
+    name: str = "base"
+    xp: Any = numpy
+
+    def __init__(self, device_type: DeviceTypes = "cpu", device_id: int = -1, **kwargs) -> None:
+        self.device_type = device_type
+        self.device_id = device_id
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(device_type={self.device_type!r}, device_id={self.device_id})"
+
+    # ------------------------------------------------------------------ C-level access
+
+    def cblas(self) -> Any:
+        """A table of C BLAS functions for Cython code; only NumpyOps has one."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.cblas(): a C BLAS table is only available on NumpyOps "
+            f"(use plait.backends.NumpyOps().cblas())."
+        )
+
+    # ------------------------------------------------------------------ batching
+
+    def minibatch(
+        self,
+        size: Union[int, Generator],
+        sequence: Batchable,
+        *,
+        shuffle: bool = False,
+        buffer: int = 1,
+    ) -> SizedGenerator:
+        """Iterate slices of `sequence` of the given size(s), optionally shuffled, re-batched per iteration."""
+        if not hasattr(sequence, "__len__"):
+            raise ValueError(
+                f"Ops.minibatch: 'sequence' must have a length, got {type(sequence).__name__}. "
+                f"Pass a list, tuple, array, Ragged, Padded or Pairs."
+            )
+        if not isinstance(buffer, int) or buffer < 1:
+            raise ValueError(f"Ops.minibatch: 'buffer' must be an int >= 1, got {buffer!r}.")
+        sizes = self._get_batch_sizes(len(sequence), size)
+        n_items = len(sequence)
+
+        def _iter_items() -> Iterator:
+            indices = numpy.arange(n_items)
+            if shuffle:
+                numpy.random.shuffle(indices)
+            queue: list = []
+            start = 0
+            for batch_size in sizes:
+                queue.append(self._get_batch(sequence, indices[start : start + batch_size]))
+                start += batch_size
+                if len(queue) >= buffer:
+                    yield from queue
+                    queue = []
+            yield from queue
+
+        return SizedGenerator(_iter_items, len(sizes))
+
+    def multibatch(
+        self,
+        size: Union[int, Generator],
+        sequence: Batchable,
+        *others: Batchable,
+        shuffle: bool = False,
+        buffer: int = 1,
+    ) -> SizedGenerator:
+        """Minibatch several sequences together; each batch is a list with one slice per sequence."""
+        sequences = (sequence,) + tuple(others)
+        for i, seq in enumerate(sequences):
+            if not hasattr(seq, "__len__"):
+                raise ValueError(
+                    f"Ops.multibatch: sequence {i} must have a length, got {type(seq).__name__}."
+                )
+        n_items = len(sequence)
+        for i, seq in enumerate(others, start=1):
+            if len(seq) != n_items:
+                raise ValueError(
+                    f"Ops.multibatch: all sequences must have the same length, but sequence 0 has "
+                    f"{n_items} items and sequence {i} has {len(seq)}."
+                )
+        if not isinstance(buffer, int) or buffer < 1:
+            raise ValueError(f"Ops.multibatch: 'buffer' must be an int >= 1, got {buffer!r}.")
+        sizes = self._get_batch_sizes(n_items, size)
+
+        def _iter_items() -> Iterator:
+            indices = numpy.arange(n_items)
+            if shuffle:
+                numpy.random.shuffle(indices)
+            queue: list = []
+            start = 0
+            for batch_size in sizes:
+                idx = indices[start : start + batch_size]
+                queue.append([self._get_batch(seq, idx) for seq in sequences])
+                start += batch_size
+                if len(queue) >= buffer:
+                    yield from queue
+                    queue = []
+            yield from queue
+
+        return SizedGenerator(_iter_items, len(sizes))
+
+    def _get_batch_sizes(self, length: int, size: Union[int, Generator]) -> List[int]:
+        sizes_iter = itertools.repeat(size) if isinstance(size, (int, numpy.integer)) else iter(size)
+        sizes: List[int] = []
+        total = 0
+        while total < length:
+            try:
+                batch_size = int(next(sizes_iter))
+            except StopIteration:
+                raise ValueError(
+                    f"Ops.minibatch: the 'size' generator ran out after {len(sizes)} batches "
+                    f"covering {total} of {length} items. Pass an endless generator or an int."
+                ) from None
+            if batch_size < 1:
+                raise ValueError(f"Ops.minibatch: batch sizes must be >= 1, got {batch_size}.")
+            sizes.append(batch_size)
+            total += batch_size
+        return sizes
+
+    def _get_batch(self, sequence: Any, indices: Any) -> Any:
+        if isinstance(sequence, list):
+            return [sequence[i] for i in indices]
+        if isinstance(sequence, tuple):
+            return tuple(sequence[i] for i in indices)
+        batch = sequence[indices]
+        if hasattr(batch, "ndim") and hasattr(batch, "dtype") and hasattr(batch, "shape"):
+            batch = self.as_contig(self.asarray(batch))
+        return batch
+
+    # ------------------------------------------------------------------ windows and matrices
+
+    def seq2col(self, seq: Floats2d, nW: int, *, lengths: Optional[Ints1d] = None) -> Floats2d:
+        """Concatenate each row with its nW neighbours on each side, zero-padded at sequence edges.
+
+        (M, N) -> (M, N * (2 * nW + 1))
+        """
+        check_array("seq2col", "seq", seq, ndim=2)
+        starts, ends = self._window_bounds("seq2col", seq.shape[0], nW, lengths)
+        xp = self.xp
+        nM, nF = seq.shape
+        out = xp.zeros((nM, (2 * nW + 1), nF), dtype=seq.dtype)
+        rows = xp.arange(nM)
+        for k, offset in enumerate(range(-nW, nW + 1)):
+            src = rows + offset
+            valid = xp.nonzero((src >= starts) & (src < ends))[0]
+            out[valid, k] = seq[src[valid]]
+        return out.reshape((nM, (2 * nW + 1) * nF))
+
+    def backprop_seq2col(
+        self, dY: Floats2d, nW: int, *, lengths: Optional[Ints1d] = None
+    ) -> Floats2d:
+        """Gradient of seq2col: sum each window slot back onto the row it was copied from.
+
+        (M, N * (2 * nW + 1)) -> (M, N)
+        """
+        check_array("backprop_seq2col", "dY", dY, ndim=2)
+        nM = dY.shape[0]
+        width = 2 * int(nW) + 1 if isinstance(nW, (int, numpy.integer)) and nW >= 0 else 1
+        if dY.shape[1] % width:
+            raise ValueError(
+                f"Ops.backprop_seq2col: the width of 'dY' ({dY.shape[1]}) must be a multiple of "
+                f"2 * nW + 1 = {width} (nW={nW})."
+            )
+        starts, ends = self._window_bounds("backprop_seq2col", nM, nW, lengths)
+        xp = self.xp
+        nF = dY.shape[1] // width
+        dY3 = dY.reshape((nM, width, nF))
+        dX = xp.zeros((nM, nF), dtype=dY.dtype)
+        rows = xp.arange(nM)
+        for k, offset in enumerate(range(-nW, nW + 1)):
+            src = rows + offset
+            valid = xp.nonzero((src >= starts) & (src < ends))[0]
+            # Within one offset each source row appears at most once, so plain += is exact.
+            dX[src[valid]] += dY3[valid, k]
+        return dX
+
+    def _window_bounds(self, fn: str, nM: int, nW: Any, lengths: Optional[Ints1d]) -> Tuple[Any, Any]:
+        """For each row, the first row and one past the last row of its sequence."""
+        if not isinstance(nW, (int, numpy.integer)) or isinstance(nW, bool) or nW < 0:
+            raise ValueError(f"Ops.{fn}: 'nW' must be an int >= 0, got {nW!r}.")
+        xp = self.xp
+        if lengths is None:
+            return xp.zeros((nM,), dtype="int64"), xp.full((nM,), nM, dtype="int64")
+        values = check_lengths(fn, lengths, nM, allow_zero=True, X_name="seq" if fn == "seq2col" else "dY")
+        lens = xp.asarray(numpy.asarray(values, dtype="int64"))
+        seq_ends = xp.cumsum(lens)
+        seq_starts = seq_ends - lens
+        return xp.repeat(seq_starts, lens), xp.repeat(seq_ends, lens)
+
+    def gemm(
+        self,
+        x: Floats2d,
+        y: Floats2d,
+        out: Optional[Floats2d] = None,
+        trans1: bool = False,
+        trans2: bool = False,
+    ) -> Floats2d:
+        """Matrix product x @ y (each optionally transposed), written into `out` if given."""
+        check_array("gemm", "x", x, ndim=2, kind="f")
+        check_array("gemm", "y", y, ndim=2, kind="f")
+        A = x.T if trans1 else x
+        B = y.T if trans2 else y
+        if A.shape[1] != B.shape[0]:
+            raise ValueError(
+                f"Ops.gemm: inner dimensions differ: x{'.T' if trans1 else ''} has shape {A.shape} "
+                f"and y{'.T' if trans2 else ''} has shape {B.shape}."
+            )
+        if out is None:
+            return self.xp.matmul(A, B)
+        check_array("gemm", "out", out, ndim=2, kind="f")
+        if tuple(out.shape) != (A.shape[0], B.shape[1]):
+            raise ValueError(
+                f"Ops.gemm: 'out' must have shape {(A.shape[0], B.shape[1])}, got {tuple(out.shape)}."
+            )
+        self.xp.matmul(A, B, out=out)
+        return out
+
+    def tile(self, X: Floats2d, reps: int) -> Floats2d:
+        return self.xp.tile(X, reps)
+
+    def affine(self, X: Floats2d, W: Floats2d, b: Floats1d) -> Floats2d:
+        """Y = X @ W.T + b.  (nB, nI), (nO, nI), (nO,) -> (nB, nO)"""
+        check_array("affine", "b", b, ndim=1)
+        Y = self.gemm(X, W, trans2=True)
+        if b.shape[0] != Y.shape[1]:
+            raise ValueError(
+                f"Ops.affine: 'b' must have shape ({Y.shape[1]},) to match W {tuple(W.shape)}, got {tuple(b.shape)}."
+            )
+        Y += b
+        return Y
+
+    # ------------------------------------------------------------------ lists, padding, flattening
+
+    def flatten(
+        self,
+        X: Sequence[ArrayXd],
+        dtype: Optional[DTypes] = None,
+        pad: int = 0,
+        ndim_if_empty: int = 2,
+    ) -> ArrayXd:
+        """Concatenate a list of arrays along the first axis, with `pad` zero rows around each non-empty one."""
+        if X is None or len(X) == 0:
+            return self.alloc((0,) * ndim_if_empty, dtype=dtype or "f")
+        for i, x in enumerate(X):
+            check_array("flatten", f"X[{i}]", x, min_ndim=1)
+        if pad < 0:
+            raise ValueError(f"Ops.flatten: 'pad' must be >= 0, got {pad}.")
+        xp = self.xp
+        shape_if_empty = X[0].shape
+        nonempty = [x for x in X if x.size != 0]
+        if not nonempty:
+            return self.alloc(shape_if_empty, dtype=dtype or "f")
+        pieces: List[Any] = []
+        for x in nonempty:
+            if pad:
+                pieces.append(xp.zeros((pad,) + tuple(x.shape[1:]), dtype=x.dtype))
+            pieces.append(x)
+        if pad:
+            pieces.append(xp.zeros((pad,) + tuple(nonempty[-1].shape[1:]), dtype=nonempty[-1].dtype))
+        result = xp.concatenate([xp.asarray(p) for p in pieces])
+        if dtype is not None:
+            result = result.astype(_canonical_dtype("flatten", dtype), copy=False)
+        return result
+
+    def unflatten(self, X: ArrayXd, lengths: Ints1d, pad: int = 0) -> List[ArrayXd]:
+        """Split a flattened array back into pieces of the given lengths (skipping `pad` rows around each)."""
+        check_array("unflatten", "X", X, min_ndim=1)
+        values = check_lengths("unflatten", self.asarray(lengths), None, allow_zero=True)
+        pad = int(pad)
+        nonempty = sum(1 for v in values if v)
+        expected = sum(values) + (pad * (nonempty + 1) if pad and nonempty else 0)
+        if expected != X.shape[0]:
+            raise ValueError(
+                f"Ops.unflatten: 'X' has {X.shape[0]} rows but 'lengths' (sum {sum(values)}) with "
+                f"pad={pad} describes {expected}."
+            )
+        out: List[ArrayXd] = []
+        start = 0
+        for length in values:
+            if pad and length:
+                start += pad
+            out.append(X[start : start + length])
+            start += length
+        return out
+
+    def pad(self, seqs: Union[List[Ints2d], List[Floats2d]], round_to: int = 1) -> Array3d:
+        """Stack sequences into one (nB, nL, ...) array, zero-padded to the longest (rounded up to `round_to`)."""
+        if round_to < 1:
+            raise ValueError(f"Ops.pad: 'round_to' must be >= 1, got {round_to}.")
+        if not seqs:
+            raise ValueError("Ops.pad: cannot pad an empty list of sequences; pass at least one array.")
+        for i, seq in enumerate(seqs):
+            check_array("pad", f"seqs[{i}]", seq, min_ndim=1)
+        if len({seq.ndim for seq in seqs}) != 1:
+            raise ValueError(
+                f"Ops.pad: all sequences must have the same ndim, got {[seq.ndim for seq in seqs]}."
+            )
+        if len({str(seq.dtype) for seq in seqs}) != 1:
+            raise ValueError(
+                f"Ops.pad: all sequences must have the same dtype, got {sorted({str(s.dtype) for s in seqs})}."
+            )
+        trailing = {tuple(seq.shape[1:]) for seq in seqs}
+        if len(trailing) != 1:
+            raise ValueError(
+                f"Ops.pad: all sequences must agree on every axis but the first, got shapes "
+                f"{[tuple(s.shape) for s in seqs]}."
+            )
+        nL = max(seq.shape[0] for seq in seqs)
+        nL = -(-nL // round_to) * round_to
+        out = self.alloc((len(seqs), nL) + tuple(seqs[0].shape[1:]), dtype=seqs[0].dtype)
+        for i, seq in enumerate(seqs):
+            out[i, : seq.shape[0]] = seq
+        return out
+
+    def unpad(self, padded: Union[Floats3d, Ints3d], lengths: List[int]) -> Union[List2d, ListXd]:
+        """Cut each row of a padded batch back to its length.  (nB, nL, ...) -> [(length, ...), ...]"""
+        check_array("unpad", "padded", padded, min_ndim=2)
+        if len(lengths) != padded.shape[0]:
+            raise ValueError(
+                f"Ops.unpad: got {len(lengths)} lengths for a batch of {padded.shape[0]} sequences "
+                f"('padded' has shape {tuple(padded.shape)})."
+            )
+        out = []
+        for i, length in enumerate(lengths):
+            length = int(length)
+            if length < 0 or length > padded.shape[1]:
+                raise ValueError(
+                    f"Ops.unpad: lengths[{i}] = {length} is outside 0..{padded.shape[1]} "
+                    f"('padded' has shape {tuple(padded.shape)})."
+                )
+            out.append(padded[i, :length])
+        return out
+
+    def list2padded(self, seqs: Union[List[Floats2d], List[Ints2d]]) -> Padded:
+        """Pack 2d sequences into a time-major Padded batch, longest first."""
+        if not seqs:
+            return Padded(self.alloc3f(0, 0, 0), self.alloc1i(0), self.alloc1i(0), self.alloc1i(0))
+        for i, seq in enumerate(seqs):
+            check_array("list2padded", f"seqs[{i}]", seq, ndim=2)
+        # NOTE: ties are ordered by descending original index, as Thinc does, so that
+        # Padded.indices (and so models trained with Thinc) agree exactly.
+        order = sorted(range(len(seqs)), key=lambda i: (seqs[i].shape[0], i), reverse=True)
+        lengths = [int(seqs[i].shape[0]) for i in order]
+        data = self.pad([seqs[i] for i in order])  # (nB, nL, nO)
+        data = self.as_contig(data.transpose((1, 0, 2)))  # (nL, nB, nO)
+        nL = lengths[0]
+        size_at_t = [sum(1 for length in lengths if length > t) for t in range(nL)]
+        return Padded(
+            data, self.asarray1i(size_at_t), self.asarray1i(lengths), self.asarray1i(order)
+        )
+
+    def padded2list(self, padded: Padded) -> List2d:
+        """Unpack a Padded batch into its 2d sequences, in their original order."""
+        indices = [int(i) for i in self.to_numpy(padded.indices)]
+        lengths = [int(n) for n in self.to_numpy(padded.lengths)]
+        data = padded.data.transpose((1, 0, 2))  # (nB, nL, nO)
+        out: List[Any] = [None] * len(lengths)
+        for row, (index, length) in enumerate(zip(indices, lengths)):
+            out[index] = self.as_contig(data[row, :length])
+        return cast(List2d, out)
+
+    def insert_into(self, shape, Xs):
+        """Copy each array of Xs into the start of row i of a new zero array of `shape`."""
+        if not Xs:
+            raise ValueError("Ops.insert_into: 'Xs' is empty; pass at least one array.")
+        out = self.alloc(shape, dtype=Xs[0].dtype)
+        for i, x in enumerate(Xs):
+            out[i, : x.shape[0]] = x
+        return out
+
+    # ------------------------------------------------------------------ allocation and conversion
+
+    def get_dropout_mask(self, shape: Shape, drop: Optional[float]) -> FloatsXd:
+        """A float32 mask: 0 with probability `drop`, else 1 / (1 - drop) (inverted dropout)."""
+        if drop is None or drop <= 0:
+            return self.xp.ones(shape, dtype="f")
+        if drop >= 1.0:
+            return self.alloc_f(shape)
+        coinflips = self.xp.random.uniform(0.0, 1.0, shape)
+        mask = (coinflips >= drop) / (1.0 - drop)
+        return self.asarray(mask, dtype="float32")
+
+    def alloc(self, shape: Shape, *, dtype: Optional[DTypes] = "float32", zeros: bool = True) -> Any:
+        """Allocate an array of `shape`, zero-filled unless zeros=False."""
+        if isinstance(shape, (int, numpy.integer)):
+            shape = (int(shape),)
+        shape = tuple(shape)
+        for i, d in enumerate(shape):
+            if not isinstance(d, (int, numpy.integer)) or isinstance(d, bool):
+                raise TypeError(f"Ops.alloc: dimension {i} of 'shape' must be an int, got {d!r} in {shape}.")
+            if d < 0:
+                raise ValueError(
+                    f"Ops.alloc: dimensions must be >= 0, got {d} at position {i} of shape {shape}."
+                )
+        dt = numpy.dtype(dtype) if dtype is not None else numpy.dtype("float32")
+        if zeros:
+            return self.xp.zeros(shape, dtype=dt)
+        return self.xp.empty(shape, dtype=dt)
+
+    def alloc_f(self, shape: Shape, *, dtype: Optional[DTypesFloat] = "float32", zeros: bool = True) -> FloatsXd:
+        return self.alloc(shape, dtype=_canonical_dtype("alloc_f", dtype, _FLOAT_DTYPES), zeros=zeros)
+
+    def alloc_i(self, shape: Shape, *, dtype: Optional[DTypesInt] = "int32", zeros: bool = True) -> IntsXd:
+        return self.alloc(shape, dtype=_canonical_dtype("alloc_i", dtype, _INT_DTYPES), zeros=zeros)
+
+    def alloc1f(self, d0: int, *, dtype: Optional[DTypesFloat] = "float32", zeros: bool = True) -> Floats1d:
+        return self.alloc_f((d0,), dtype=dtype, zeros=zeros)
+
+    def alloc2f(self, d0: int, d1: int, *, dtype: Optional[DTypesFloat] = "float32", zeros: bool = True) -> Floats2d:
+        return self.alloc_f((d0, d1), dtype=dtype, zeros=zeros)
+
+    def alloc3f(
+        self, d0: int, d1: int, d2: int, *, dtype: Optional[DTypesFloat] = "float32", zeros: bool = True
+    ) -> Floats3d:
+        return self.alloc_f((d0, d1, d2), dtype=dtype, zeros=zeros)
+
+    def alloc4f(
+        self, d0: int, d1: int, d2: int, d3: int, *, dtype: Optional[DTypesFloat] = "float32", zeros: bool = True
+    ) -> Floats4d:
+        return self.alloc_f((d0, d1, d2, d3), dtype=dtype, zeros=zeros)
+
+    def alloc1i(self, d0: int, *, dtype: Optional[DTypesInt] = "int32", zeros: bool = True) -> Ints1d:
+        return self.alloc_i((d0,), dtype=dtype, zeros=zeros)
+
+    def alloc2i(self, d0: int, d1: int, *, dtype: Optional[DTypesInt] = "int32", zeros: bool = True) -> Ints2d:
+        return self.alloc_i((d0, d1), dtype=dtype, zeros=zeros)
+
+    def alloc3i(
+        self, d0: int, d1: int, d2: int, *, dtype: Optional[DTypesInt] = "int32", zeros: bool = True
+    ) -> Ints3d:
+        return self.alloc_i((d0, d1, d2), dtype=dtype, zeros=zeros)
+
+    def alloc4i(
+        self, d0: int, d1: int, d2: int, d3: int, *, dtype: Optional[DTypesInt] = "int32", zeros: bool = True
+    ) -> Ints4d:
+        return self.alloc_i((d0, d1, d2, d3), dtype=dtype, zeros=zeros)
+
+    def reshape(self, array: ArrayT, shape: Shape) -> ArrayT:
+        """The same data viewed with a new shape (a copy only where a view is impossible)."""
+        check_array("reshape", "array", array)
+        size = math.prod(int(d) for d in shape if int(d) != -1)
+        if -1 not in tuple(shape) and size != array.size:
+            raise ValueError(
+                f"Ops.reshape: cannot reshape {describe(array)} ({array.size} items) to shape "
+                f"{tuple(shape)} ({size} items)."
+            )
+        return array.reshape(tuple(shape))
+
+    def reshape_f(self, array: FloatsXd, shape: Shape) -> FloatsXd:
+        return self.reshape(array, shape)
+
+    def reshape_i(self, array: IntsXd, shape: Shape) -> IntsXd:
+        return self.reshape(array, shape)
+
+    def reshape1(self, array: ArrayXd, d0: int) -> Array1d:
+        return self.reshape(array, (d0,))
+
+    def reshape2(self, array: ArrayXd, d0: int, d1: int) -> Array2d:
+        return self.reshape(array, (d0, d1))
+
+    def reshape3(self, array: ArrayXd, d0: int, d1: int, d2: int) -> Array3d:
+        return self.reshape(array, (d0, d1, d2))
+
+    def reshape4(self, array: ArrayXd, d0: int, d1: int, d2: int, d3: int) -> Array4d:
+        return self.reshape(array, (d0, d1, d2, d3))
+
+    def reshape1f(self, array: FloatsXd, d0: int) -> Floats1d:
+        return self.reshape(array, (d0,))
+
+    def reshape2f(self, array: FloatsXd, d0: int, d1: int) -> Floats2d:
+        return self.reshape(array, (d0, d1))
+
+    def reshape3f(self, array: FloatsXd, d0: int, d1: int, d2: int) -> Floats3d:
+        return self.reshape(array, (d0, d1, d2))
+
+    def reshape4f(self, array: FloatsXd, d0: int, d1: int, d2: int, d3: int) -> Floats4d:
+        return self.reshape(array, (d0, d1, d2, d3))
+
+    def reshape1i(self, array: IntsXd, d0: int) -> Ints1d:
+        return self.reshape(array, (d0,))
+
+    def reshape2i(self, array: IntsXd, d0: int, d1: int) -> Ints2d:
+        return self.reshape(array, (d0, d1))
+
+    def reshape3i(self, array: IntsXd, d0: int, d1: int, d2: int) -> Ints3d:
+        return self.reshape(array, (d0, d1, d2))
+
+    def reshape4i(self, array: IntsXd, d0: int, d1: int, d2: int, d3: int) -> Ints4d:
+        return self.reshape(array, (d0, d1, d2, d3))
+
+    def asarray(
+        self,
+        data: Union[ArrayXd, Sequence[ArrayXd], Sequence[Any]],
+        *,
+        dtype: Optional[DTypes] = None,
+    ) -> ArrayXd:
+        """`data` as an array of this backend's array module (no copy when it already is one)."""
+        xp = self.xp
+        if isinstance(data, xp.ndarray):
+            array = data
+        elif hasattr(data, "numpy") and hasattr(data, "detach"):  # a torch tensor
+            array = xp.asarray(data.detach().cpu().numpy())
+        elif hasattr(data, "get") and hasattr(data, "__cuda_array_interface__"):  # cupy on a CPU backend
+            array = xp.asarray(data.get())
+        else:
+            array = xp.asarray(data)
+        if dtype is not None:
+            array = array.astype(numpy.dtype(dtype), copy=False)
+        return array
+
+    def asarray_f(self, data: Union[FloatsXd, Sequence[Any]], *, dtype: Optional[DTypes] = "float32") -> FloatsXd:
+        return self.asarray(data, dtype=dtype)
+
+    def asarray_i(self, data: Union[IntsXd, Sequence[Any]], *, dtype: Optional[DTypes] = "int32") -> IntsXd:
+        return self.asarray(data, dtype=dtype)
+
+    def asarray1f(self, data: Union[Floats1d, Sequence[float]], *, dtype: Optional[DTypes] = "float32") -> Floats1d:
+        return self._asarray_nd("asarray1f", data, 1, dtype)
+
+    def asarray2f(
+        self, data: Union[Floats2d, Sequence[Sequence[float]]], *, dtype: Optional[DTypes] = "float32"
+    ) -> Floats2d:
+        return self._asarray_nd("asarray2f", data, 2, dtype)
+
+    def asarray3f(
+        self, data: Union[Floats3d, Sequence[Sequence[Sequence[float]]]], *, dtype: Optional[DTypes] = "float32"
+    ) -> Floats3d:
+        return self._asarray_nd("asarray3f", data, 3, dtype)
+
+    def asarray4f(
+        self,
+        data: Union[Floats4d, Sequence[Sequence[Sequence[Sequence[float]]]]],
+        *,
+        dtype: Optional[DTypes] = "float32",
+    ) -> Floats4d:
+        return self._asarray_nd("asarray4f", data, 4, dtype)
+
+    def asarray1i(self, data: Union[Ints1d, Sequence[int]], *, dtype: Optional[DTypes] = "int32") -> Ints1d:
+        return self._asarray_nd("asarray1i", data, 1, dtype)
+
+    def asarray2i(
+        self, data: Union[Ints2d, Sequence[Sequence[int]]], *, dtype: Optional[DTypes] = "int32"
+    ) -> Ints2d:
+        return self._asarray_nd("asarray2i", data, 2, dtype)
+
+    def asarray3i(
+        self, data: Union[Ints3d, Sequence[Sequence[Sequence[int]]]], *, dtype: Optional[DTypes] = "int32"
+    ) -> Ints3d:
+        return self._asarray_nd("asarray3i", data, 3, dtype)
+
+    def asarray4i(
+        self,
+        data: Union[Ints4d, Sequence[Sequence[Sequence[Sequence[int]]]]],
+        *,
+        dtype: Optional[DTypes] = "int32",
+    ) -> Ints4d:
+        return self._asarray_nd("asarray4i", data, 4, dtype)
+
+    def _asarray_nd(self, fn: str, data: Any, ndim: int, dtype: Optional[DTypes]) -> Any:
+        array = self.asarray(data, dtype=dtype)
+        # Empty Python lists carry no shape; let them through so `asarray1i([])` works.
+        if array.ndim != ndim and not (array.size == 0 and array.ndim == 1):
+            raise ValueError(f"Ops.{fn}: expected {ndim}-dimensional data, got {describe(array)}.")
+        return array
+
+    def as_contig(self, data: ArrayT, dtype: Optional[DTypes] = None) -> ArrayT:
+        """A C-contiguous version of `data` (the same object when it already is one of that dtype)."""
+        if data.flags["C_CONTIGUOUS"] and (dtype is None or numpy.dtype(dtype) == data.dtype):
+            return data
+        return self.xp.ascontiguousarray(data, dtype=dtype)
+
+    def unzip(self, data: Tuple[Any, ...]) -> Tuple[ArrayXd, ArrayXd]:
+        """Split a sequence of pairs into two arrays."""
+        X, y = zip(*data)
+        return self.asarray(X), self.asarray(y)
+
+    def to_numpy(self, data, *, byte_order=None):
+        """`data` as a numpy array, optionally converted to byte order "<", ">", "=" or "|"."""
+        if isinstance(data, numpy.ndarray):
+            array = data
+        elif hasattr(data, "get"):
+            array = data.get()
+        elif hasattr(data, "numpy") and hasattr(data, "detach"):
+            array = data.detach().cpu().numpy()
+        else:
+            array = numpy.asarray(data)
+        if byte_order is not None:
+            array = array.astype(array.dtype.newbyteorder(byte_order), copy=False)
+        return array
+
+    # ------------------------------------------------------------------ sigmoid, tanh, softmax
+
+    def sigmoid(self, X: FloatsXdT, *, inplace: bool = False) -> FloatsXdT:
+        """1 / (1 + exp(-X)), with X clipped to [-20, 20] to avoid overflow."""
+        check_array("sigmoid", "X", X, kind="f")
+        xp = self.xp
+        out = X if inplace else xp.empty_like(X)
+        xp.clip(X, -20.0, 20.0, out=out)
+        xp.negative(out, out=out)
+        xp.exp(out, out=out)
+        out += 1.0
+        xp.reciprocal(out, out=out)
+        return out
+
+    def dsigmoid(self, Y: FloatsXdT, *, inplace: bool = False) -> FloatsXdT:
+        """Derivative of the sigmoid from its output: Y * (1 - Y)."""
+        check_array("dsigmoid", "Y", Y, kind="f")
+        if inplace:
+            Y *= 1.0 - Y
+            return Y
+        return Y * (1.0 - Y)
+
+    def backprop_sigmoid(self, dY: FloatsXdT, Y: FloatsXdT, *, inplace: bool = False) -> FloatsXdT:
+        """dX = dY * Y * (1 - Y)."""
+        check_array("backprop_sigmoid", "dY", dY, kind="f")
+        check_array("backprop_sigmoid", "Y", Y, kind="f")
+        grad = self.dsigmoid(Y)
+        if inplace:
+            dY *= grad
+            return dY
+        return dY * grad
+
+    def dtanh(self, Y: FloatsT, *, inplace: bool = False) -> FloatsT:
+        """Derivative of tanh from its output: 1 - Y**2."""
+        check_array("dtanh", "Y", Y, kind="f")
+        if inplace:
+            Y *= Y
+            Y *= -1.0
+            Y += 1.0
+            return Y
+        return 1.0 - Y * Y
+
+    def softmax(
+        self, x: FloatsT, *, inplace: bool = False, axis: int = -1, temperature: float = 1.0
+    ) -> FloatsT:
+        """exp(x / T) normalised to sum to 1 along `axis` (max-shifted for stability)."""
+        check_array("softmax", "x", x, kind="f")
+        if temperature <= 0:
+            raise ValueError(f"Ops.softmax: 'temperature' must be > 0, got {temperature}.")
+        xp = self.xp
+        out = x if inplace else x.copy()
+        if temperature != 1.0:
+            out /= temperature
+        out -= out.max(axis=axis, keepdims=True)
+        xp.exp(out, out=out)
+        out /= out.sum(axis=axis, keepdims=True)
+        return out
+
+    def backprop_softmax(
+        self, Y: FloatsT, dY: FloatsT, *, axis: int = -1, temperature: float = 1.0
+    ) -> FloatsT:
+        """dX = Y * (dY - sum(Y * dY, axis)) / T."""
+        check_array("backprop_softmax", "Y", Y, kind="f")
+        check_array("backprop_softmax", "dY", dY, kind="f")
+        check_same_shape("backprop_softmax", "Y", Y, "dY", dY)
+        dX = Y * dY
+        dX -= Y * dX.sum(axis=axis, keepdims=True)
+        if temperature != 1.0:
+            dX /= temperature
+        return dX
+
+    def softmax_sequences(
+        self, Xs: Floats2d, lengths: Ints1d, *, inplace: bool = False, axis: int = -1
+    ) -> Floats2d:
+        """Softmax over the rows of each sequence, separately per column.  (nN, nO) -> (nN, nO)"""
+        check_array("softmax_sequences", "Xs", Xs, kind="f")
+        if Xs.ndim >= 3:
+            raise NotImplementedError(
+                f"Ops.softmax_sequences supports 2d input only, got {describe(Xs)}."
+            )
+        check_lengths("softmax_sequences", lengths, Xs.shape[0], allow_zero=True, X_name="Xs")
+        xp = self.xp
+        out = Xs if inplace else Xs.copy()
+        # Clipping (rather than max-shifting per sequence) keeps results identical to Thinc's.
+        xp.clip(out, -20.0, 20.0, out=out)
+        xp.exp(out, out=out)
+        out /= self.backprop_reduce_sum(self.reduce_sum(out, lengths), lengths)
+        return out
+
+    def backprop_softmax_sequences(self, dY: Floats2d, Y: Floats2d, lengths: Ints1d) -> Floats2d:
+        """Gradient of softmax_sequences: Y * (dY - per-sequence sum(Y * dY))."""
+        check_array("backprop_softmax_sequences", "dY", dY, kind="f")
+        check_array("backprop_softmax_sequences", "Y", Y, kind="f")
+        check_same_shape("backprop_softmax_sequences", "dY", dY, "Y", Y)
+        dX = Y * dY
+        dX -= Y * self.backprop_reduce_sum(self.reduce_sum(dX, lengths), lengths)
+        return dX
+
+    # ------------------------------------------------------------------ LSTM
+
+    def recurrent_lstm(
+        self,
+        W: Floats2d,
+        b: Floats1d,
+        h_init: Floats1d,
+        c_init: Floats1d,
+        inputs: Floats3d,
+        is_train: bool = True,
+    ) -> Tuple[Floats3d, Tuple[Floats3d, Floats3d, Floats3d]]:
+        """One LSTM layer over a time-major batch.  (nL, nB, nI) -> (nL, nB, nO)"""
+        return _lstm.recurrent_lstm(self, W, b, h_init, c_init, inputs, is_train)
+
+    def backprop_recurrent_lstm(
+        self,
+        dY: Floats3d,
+        fwd_state: Tuple[Floats3d, Floats3d, Floats3d],
+        params: Tuple[Floats2d, Floats1d],
+    ) -> Tuple[Floats3d, Tuple[Floats2d, Floats1d, Floats1d, Floats1d]]:
+        """Gradients of recurrent_lstm for the inputs, W, b, h_init and c_init."""
+        return _lstm.backprop_recurrent_lstm(self, dY, fwd_state, params)
+
+    def lstm_forward_training(
+        self, params: Floats1d, H0: Floats3d, C0: Floats3d, X: Floats2d, size_at_t: Ints1d
+    ) -> Tuple[Floats2d, Tuple]:
+        """Stacked (bi)LSTM over packed time-major rows, keeping what backprop_lstm needs."""
+        return _lstm.lstm_forward_training(self, params, H0, C0, X, size_at_t)
+
+    def lstm_forward_inference(
+        self, params: Floats1d, H0: Floats3d, C0: Floats3d, X: Floats2d, size_at_t: Ints1d
+    ) -> Floats2d:
+        return _lstm.lstm_forward_inference(self, params, H0, C0, X, size_at_t)
+
+    def backprop_lstm(
+        self, dY: Floats2d, lengths: Ints1d, params: Floats1d, fwd_state: Tuple
+    ) -> Tuple[Floats2d, Floats1d]:
+        return _lstm.backprop_lstm(self, dY, lengths, params, fwd_state)
+
+    # ------------------------------------------------------------------ maxout and activations
+
+    def maxout(self, X: Floats3d) -> Tuple[Floats2d, Ints2d]:
+        """Max over the last axis and which piece won.  (nB, nO, nP) -> (nB, nO), (nB, nO) int32"""
+        check_array("maxout", "X", X, ndim=3, kind="f")
+        if X.shape[2] == 0:
+            raise ValueError(f"Ops.maxout: 'X' needs at least one piece on its last axis, got {describe(X)}.")
+        which = X.argmax(axis=-1).astype("int32")
+        best = self.xp.take_along_axis(X, which[..., None].astype("int64"), axis=-1)[..., 0]
+        return best, which
+
+    def backprop_maxout(self, dY: Floats2d, which: Ints2d, P: int) -> Floats3d:
+        """Route each gradient to the piece that won.  (nB, nO) -> (nB, nO, P)"""
+        check_array("backprop_maxout", "dY", dY, ndim=2, kind="f")
+        check_array("backprop_maxout", "which", which, ndim=2, kind="i")
+        check_same_shape("backprop_maxout", "dY", dY, "which", which)
+        if P < 1:
+            raise ValueError(f"Ops.backprop_maxout: 'P' must be >= 1, got {P}.")
+        xp = self.xp
+        if which.size and (int(which.min()) < 0 or int(which.max()) >= P):
+            raise ValueError(
+                f"Ops.backprop_maxout: 'which' holds values outside 0..{P - 1}: "
+                f"min {int(which.min())}, max {int(which.max())}."
+            )
+        dX = xp.zeros(tuple(dY.shape) + (P,), dtype=dY.dtype)
+        flat = dX.reshape((-1, P))
+        flat[xp.arange(flat.shape[0]), which.reshape(-1)] = dY.reshape(-1)
+        return dX
+
+    def relu(self, X: Floats2d, inplace: bool = False) -> Floats2d:
+        check_array("relu", "X", X, kind="f")
+        if inplace:
+            self.xp.maximum(X, 0, out=X)
+            return X
+        return self.xp.maximum(X, 0)
+
+    def backprop_relu(self, dY: Floats2d, Y: Floats2d, inplace: bool = False) -> Floats2d:
+        check_array("backprop_relu", "dY", dY, kind="f")
+        check_array("backprop_relu", "Y", Y, kind="f")
+        check_same_shape("backprop_relu", "dY", dY, "Y", Y)
+        if inplace:
+            dY *= Y > 0
+            return dY
+        return dY * (Y > 0)
+
+    def clipped_linear(
+        self,
+        X: FloatsXdT,
+        slope: float = 1.0,
+        offset: float = 0.0,
+        min_val: float = 0.0,
+        max_val: float = 1.0,
+        inplace: bool = False,
+    ) -> FloatsXdT:
+        """clip(X * slope + offset, min_val, max_val)."""
+        check_array("clipped_linear", "X", X, kind="f")
+        if min_val > max_val:
+            raise ValueError(
+                f"Ops.clipped_linear: 'min_val' ({min_val}) must not exceed 'max_val' ({max_val})."
+            )
+        out = X if inplace else X.copy()
+        if slope != 1.0:
+            out *= slope
+        if offset != 0.0:
+            out += offset
+        self.xp.clip(out, min_val, max_val, out=out)
+        return out
+
+    def backprop_clipped_linear(
+        self,
+        dY: FloatsXdT,
+        X: FloatsXdT,
+        slope: float = 1.0,
+        offset: float = 0.0,
+        min_val: float = 0.0,
+        max_val: float = 1.0,
+        inplace: bool = False,
+    ) -> FloatsXdT:
+        """dX = dY * slope where min_val < X * slope + offset < max_val, else 0."""
+        check_array("backprop_clipped_linear", "dY", dY, kind="f")
+        check_array("backprop_clipped_linear", "X", X, kind="f")
+        check_same_shape("backprop_clipped_linear", "dY", dY, "X", X)
+        linear = X * slope + offset
+        grad = ((linear > min_val) & (linear < max_val)).astype(dY.dtype)
+        grad *= slope
+        if inplace:
+            dY *= grad
+            return dY
+        return dY * grad
+
+    def relu_k(
+        self, X: FloatsXdT, n: float = 6.0, inplace: bool = False, *, k: Optional[float] = None
+    ) -> FloatsXdT:
+        """min(max(X, 0), n); `k=` is accepted as the documented name of `n`."""
+        return self.clipped_linear(X, max_val=n if k is None else k, inplace=inplace)
+
+    def backprop_relu_k(
+        self, dY: FloatsXdT, X: FloatsXdT, n: float = 6.0, inplace: bool = False, *, k: Optional[float] = None
+    ) -> FloatsXdT:
+        return self.backprop_clipped_linear(dY, X, max_val=n if k is None else k, inplace=inplace)
+
+    def hard_sigmoid(self, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
+        """max(0, min(1, 0.2 * X + 0.5))."""
+        return self.clipped_linear(X, slope=0.2, offset=0.5, inplace=inplace)
+
+    def backprop_hard_sigmoid(self, dY: FloatsXdT, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
+        return self.backprop_clipped_linear(dY, X, slope=0.2, offset=0.5, inplace=inplace)
+
+    def hard_tanh(self, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
+        """max(-1, min(1, X))."""
+        return self.clipped_linear(X, min_val=-1.0, max_val=1.0, inplace=inplace)
+
+    def backprop_hard_tanh(self, dY: FloatsXdT, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
+        return self.backprop_clipped_linear(dY, X, min_val=-1.0, max_val=1.0, inplace=inplace)
+
+    def hard_swish(self, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
+        """X * hard_sigmoid(X)."""
+        check_array("hard_swish", "X", X, kind="f")
+        gate = self.hard_sigmoid(X)
+        if inplace:
+            X *= gate
+            return X
+        return X * gate
+
+    def backprop_hard_swish(self, dY: FloatsXdT, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
+        """d/dX X * clip(0.2 X + 0.5, 0, 1) = 0.4 X + 0.5 inside (-2.5, 2.5), 1 above, 0 below."""
+        check_array("backprop_hard_swish", "dY", dY, kind="f")
+        check_array("backprop_hard_swish", "X", X, kind="f")
+        check_same_shape("backprop_hard_swish", "dY", dY, "X", X)
+        xp = self.xp
+        grad = xp.where(X > 2.5, 1.0, xp.where(X < -2.5, 0.0, X * 0.4 + 0.5)).astype(dY.dtype)
+        if inplace:
+            dY *= grad
+            return dY
+        return dY * grad
+
+    def hard_swish_mobilenet(self, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
+        """X * relu6(X + 3) / 6."""
+        check_array("hard_swish_mobilenet", "X", X, kind="f")
+        gate = self.clipped_linear(X, slope=1.0 / 6.0, offset=0.5)
+        if inplace:
+            X *= gate
+            return X
+        return X * gate
+
+    def backprop_hard_swish_mobilenet(
+        self, dY: FloatsXdT, X: FloatsXdT, inplace: bool = False
+    ) -> FloatsXdT:
+        """d/dX X * (X + 3) / 6 = X / 3 + 0.5 inside (-3, 3), 1 above, 0 below."""
+        check_array("backprop_hard_swish_mobilenet", "dY", dY, kind="f")
+        check_array("backprop_hard_swish_mobilenet", "X", X, kind="f")
+        check_same_shape("backprop_hard_swish_mobilenet", "dY", dY, "X", X)
+        xp = self.xp
+        grad = xp.where(X > 3.0, 1.0, xp.where(X < -3.0, 0.0, X / 3.0 + 0.5)).astype(dY.dtype)
+        if inplace:
+            dY *= grad
+            return dY
+        return dY * grad
+
+    def mish(self, X: FloatsXdT, threshold: float = 20.0, inplace: bool = False) -> FloatsXdT:
+        """X * tanh(softplus(X)); the identity at or above `threshold` (where it equals X in float)."""
+        check_array("mish", "X", X, kind="f")
+        xp = self.xp
+        softplus = xp.logaddexp(xp.zeros((), dtype=X.dtype), X)
+        Y = xp.where(X >= threshold, X, X * xp.tanh(softplus)).astype(X.dtype, copy=False)
+        if inplace:
+            X[...] = Y
+            return X
+        return Y
+
+    def backprop_mish(
+        self, dY: FloatsXdT, X: Floats2d, threshold: float = 20.0, inplace: bool = False
+    ) -> FloatsXdT:
+        """d mish / dX = tanh(sp) + X * sigmoid(X) * (1 - tanh(sp)**2), with sp = softplus(X); 1 above threshold."""
+        check_array("backprop_mish", "dY", dY, kind="f")
+        check_array("backprop_mish", "X", X, kind="f")
+        check_same_shape("backprop_mish", "dY", dY, "X", X)
+        xp = self.xp
+        tanh_sp = xp.tanh(xp.logaddexp(xp.zeros((), dtype=X.dtype), X))
+        sig = self.sigmoid(X)
+        grad = tanh_sp + X * sig * (1.0 - tanh_sp * tanh_sp)
+        grad = xp.where(X >= threshold, 1.0, grad).astype(dY.dtype, copy=False)
+        if inplace:
+            dY *= grad
+            return dY
+        return dY * grad
+
+    def swish(self, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
+        """X * sigmoid(X) (a.k.a. SiLU)."""
+        check_array("swish", "X", X, kind="f")
+        gate = self.sigmoid(X)
+        if inplace:
+            X *= gate
+            return X
+        return X * gate
+
+    def backprop_swish(
+        self, dY: FloatsXdT, X: FloatsXdT, Y: FloatsXdT, inplace: bool = False
+    ) -> FloatsXdT:
+        """d swish / dX = Y + sigmoid(X) * (1 - Y)."""
+        check_array("backprop_swish", "dY", dY, kind="f")
+        check_array("backprop_swish", "X", X, kind="f")
+        check_array("backprop_swish", "Y", Y, kind="f")
+        check_same_shape("backprop_swish", "dY", dY, "X", X)
+        grad = Y + self.sigmoid(X) * (1.0 - Y)
+        if inplace:
+            dY *= grad
+            return dY
+        return dY * grad
+
+    def dish(self, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
+        """X * 0.5 * (1 + X / sqrt(1 + X**2)): a Swish-like curve without exp or erf."""
+        check_array("dish", "X", X, kind="f")
+        xp = self.xp
+        gate = 0.5 * (1.0 + X / xp.sqrt(1.0 + X * X))
+        if inplace:
+            X *= gate
+            return X
+        return X * gate
+
+    def backprop_dish(self, dY: FloatsXdT, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
+        """d dish / dX = 0.5 * (1 + X / s) + 0.5 * X / s**3, with s = sqrt(1 + X**2)."""
+        check_array("backprop_dish", "dY", dY, kind="f")
+        check_array("backprop_dish", "X", X, kind="f")
+        check_same_shape("backprop_dish", "dY", dY, "X", X)
+        xp = self.xp
+        s = xp.sqrt(1.0 + X * X)
+        grad = 0.5 * (1.0 + X / s) + 0.5 * X / (s * s * s)
+        if inplace:
+            dY *= grad
+            return dY
+        return dY * grad
+
+    def erf(self, X: FloatsXdT) -> FloatsXdT:
+        """The Gauss error function, elementwise (accurate to float64 rounding)."""
+        check_array("erf", "X", X, kind="f")
+        return self._special().erf(X).astype(X.dtype, copy=False)
+
+    def _special(self) -> Any:
+        """scipy.special for numpy arrays, cupyx.scipy.special for cupy ones (imported on first use)."""
+        if self.xp is numpy:
+            import scipy.special
+
+            return scipy.special
+        import cupyx.scipy.special
+
+        return cupyx.scipy.special
+
+    def sechsq(self, X: FloatsXdT) -> FloatsXdT:
+        """sech(X)**2 = 1 - tanh(X)**2, with X clipped to [-20, 20]."""
+        check_array("sechsq", "X", X, kind="f")
+        X = self.xp.clip(X, -20.0, 20.0)
+        return (1.0 / self.xp.cosh(X)) ** 2
+
+    def gelu(self, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
+        """Exact GELU: X * Phi(X), Phi the standard normal CDF."""
+        check_array("gelu", "X", X, kind="f")
+        cdf = 0.5 * (1.0 + self.erf(X * (1.0 / math.sqrt(2.0))))
+        if inplace:
+            X *= cdf
+            return X
+        return X * cdf
+
+    def backprop_gelu(self, dY: FloatsXdT, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
+        """d gelu / dX = Phi(X) + X * phi(X)."""
+        check_array("backprop_gelu", "dY", dY, kind="f")
+        check_array("backprop_gelu", "X", X, kind="f")
+        check_same_shape("backprop_gelu", "dY", dY, "X", X)
+        xp = self.xp
+        cdf = 0.5 * (1.0 + self.erf(X * (1.0 / math.sqrt(2.0))))
+        pdf = xp.exp(-0.5 * X * X) * (1.0 / math.sqrt(2.0 * math.pi))
+        grad = cdf + X * pdf
+        if inplace:
+            dY *= grad
+            return dY
+        return dY * grad
+
+    _GELU_C = math.sqrt(2.0 / math.pi)
+
+    def gelu_approx(self, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
+        """tanh-approximated GELU: 0.5 X (1 + tanh(sqrt(2/pi) (X + 0.044715 X**3)))."""
+        check_array("gelu_approx", "X", X, kind="f")
+        xp = self.xp
+        gate = 0.5 * (1.0 + xp.tanh(self._GELU_C * (X + 0.044715 * X * X * X)))
+        if inplace:
+            X *= gate
+            return X
+        return X * gate
+
+    def backprop_gelu_approx(self, dY: FloatsXdT, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
+        check_array("backprop_gelu_approx", "dY", dY, kind="f")
+        check_array("backprop_gelu_approx", "X", X, kind="f")
+        check_same_shape("backprop_gelu_approx", "dY", dY, "X", X)
+        xp = self.xp
+        t = xp.tanh(self._GELU_C * (X + 0.044715 * X * X * X))
+        grad = 0.5 * (1.0 + t) + 0.5 * X * (1.0 - t * t) * self._GELU_C * (1.0 + 3 * 0.044715 * X * X)
+        if inplace:
+            dY *= grad
+            return dY
+        return dY * grad
+
+    # ------------------------------------------------------------------ ragged reductions
+
+    def _segments(self, lengths_values: Sequence[int]) -> Tuple[Any, Any]:
+        """Row -> sequence id, and sequence start offsets, as backend int64 arrays."""
+        xp = self.xp
+        lens = numpy.asarray(lengths_values, dtype="int64")
+        starts = numpy.concatenate([[0], numpy.cumsum(lens)[:-1]]) if lens.size else lens
+        seg = numpy.repeat(numpy.arange(lens.size, dtype="int64"), lens)
+        return xp.asarray(seg), xp.asarray(starts.astype("int64"))
+
+    def reduce_first(self, X: Floats2d, lengths: Ints1d) -> Tuple[Floats2d, Ints1d]:
+        """The first row of each sequence, and the sequences' start/end offsets (len(lengths) + 1)."""
+        check_array("reduce_first", "X", X, ndim=2, kind="f")
+        values = check_lengths("reduce_first", lengths, X.shape[0], allow_zero=False)
+        starts_ends = self.asarray1i(numpy.concatenate([[0], numpy.cumsum(values, dtype="int64")]))
+        return X[starts_ends[:-1]], starts_ends
+
+    def backprop_reduce_first(self, d_firsts: Floats2d, starts_ends: Ints1d) -> Floats2d:
+        check_array("backprop_reduce_first", "d_firsts", d_firsts, ndim=2, kind="f")
+        check_array("backprop_reduce_first", "starts_ends", starts_ends, ndim=1, kind="i")
+        if starts_ends.shape[0] != d_firsts.shape[0] + 1:
+            raise ValueError(
+                f"Ops.backprop_reduce_first: 'starts_ends' must have len(d_firsts) + 1 = "
+                f"{d_firsts.shape[0] + 1} entries, got {starts_ends.shape[0]}."
+            )
+        n_rows = int(starts_ends[-1]) if starts_ends.shape[0] else 0
+        dX = self.alloc2f(n_rows, d_firsts.shape[1], dtype=d_firsts.dtype)
+        dX[starts_ends[:-1]] = d_firsts
+        return dX
+
+    def reduce_last(self, X: Floats2d, lengths: Ints1d) -> Tuple[Floats2d, Ints1d]:
+        """The last row of each sequence, and those rows' indices."""
+        check_array("reduce_last", "X", X, ndim=2, kind="f")
+        values = check_lengths("reduce_last", lengths, X.shape[0], allow_zero=False)
+        lasts = self.asarray1i(numpy.cumsum(values, dtype="int64") - 1)
+        return X[lasts], lasts
+
+    def backprop_reduce_last(self, d_lasts: Floats2d, lasts: Ints1d) -> Floats2d:
+        check_array("backprop_reduce_last", "d_lasts", d_lasts, ndim=2, kind="f")
+        check_array("backprop_reduce_last", "lasts", lasts, ndim=1, kind="i")
+        if lasts.shape[0] != d_lasts.shape[0]:
+            raise ValueError(
+                f"Ops.backprop_reduce_last: 'lasts' must have one entry per row of 'd_lasts' "
+                f"({d_lasts.shape[0]}), got {lasts.shape[0]}."
+            )
+        n_rows = int(lasts[-1]) + 1 if lasts.shape[0] else 0
+        dX = self.alloc2f(n_rows, d_lasts.shape[1], dtype=d_lasts.dtype)
+        dX[lasts] = d_lasts
+        return dX
+
+    def reduce_sum(self, X: Floats2d, lengths: Ints1d) -> Floats2d:
+        """Sum of each sequence's rows; empty sequences give zeros.  (nN, nO) -> (len(lengths), nO)"""
+        check_array("reduce_sum", "X", X, ndim=2, kind="f")
+        values = check_lengths("reduce_sum", lengths, X.shape[0], allow_zero=True)
+        seg, _ = self._segments(values)
+        Y = self.xp.zeros((len(values), X.shape[1]), dtype=X.dtype)
+        self.xp.add.at(Y, seg, X)
+        return Y
+
+    def reduce_mean(self, X: Floats2d, lengths: Ints1d) -> Floats2d:
+        """Mean of each sequence's rows; empty sequences give zeros."""
+        check_array("reduce_mean", "X", X, ndim=2, kind="f")
+        Y = self.reduce_sum(X, lengths)
+        values = check_lengths("reduce_mean", lengths, X.shape[0], allow_zero=True)
+        Y /= self.xp.asarray(numpy.maximum(numpy.asarray(values, dtype=X.dtype), 1))[:, None]
+        return Y
+
+    def reduce_max(self, X: Floats2d, lengths: Ints1d) -> Tuple[Floats2d, Ints2d]:
+        """Max of each sequence's rows per column, and the winning row's offset within its sequence."""
+        check_array("reduce_max", "X", X, ndim=2, kind="f")
+        values = check_lengths("reduce_max", lengths, X.shape[0], allow_zero=False)
+        xp = self.xp
+        nB, nO = len(values), X.shape[1]
+        if nB == 0:
+            return self.alloc2f(0, nO, dtype=X.dtype), self.alloc2i(0, nO)
+        seg, starts = self._segments(values)
+        pos = xp.arange(X.shape[0], dtype="int64") - starts[seg]
+        padded = xp.full((nB, max(values), nO), -xp.inf, dtype=X.dtype)
+        padded[seg, pos] = X
+        which = padded.argmax(axis=1)
+        maxes = xp.take_along_axis(padded, which[:, None, :], axis=1)[:, 0, :]
+        return maxes, which.astype("int32")
+
+    def backprop_reduce_sum(self, d_sums: Floats2d, lengths: Ints1d) -> Floats2d:
+        """Copy each sequence's gradient to all its rows."""
+        check_array("backprop_reduce_sum", "d_sums", d_sums, ndim=2, kind="f")
+        values = check_lengths("backprop_reduce_sum", lengths, None, allow_zero=True)
+        self._check_n_seqs("backprop_reduce_sum", "d_sums", d_sums, values)
+        return self.xp.repeat(d_sums, self.xp.asarray(numpy.asarray(values, dtype="int64")), axis=0)
+
+    def backprop_reduce_mean(self, d_means: Floats2d, lengths: Ints1d) -> Floats2d:
+        """Copy each sequence's gradient, divided by its length, to all its rows."""
+        check_array("backprop_reduce_mean", "d_means", d_means, ndim=2, kind="f")
+        values = check_lengths("backprop_reduce_mean", lengths, None, allow_zero=True)
+        self._check_n_seqs("backprop_reduce_mean", "d_means", d_means, values)
+        lens = numpy.asarray(values, dtype="int64")
+        scale = self.xp.asarray(1.0 / numpy.maximum(lens, 1)).astype(d_means.dtype)
+        return self.xp.repeat(d_means * scale[:, None], self.xp.asarray(lens), axis=0)
+
+    def backprop_reduce_max(self, d_maxes: Floats2d, which: Ints2d, lengths: Ints1d) -> Floats2d:
+        """Route each gradient to the row that held the maximum."""
+        check_array("backprop_reduce_max", "d_maxes", d_maxes, ndim=2, kind="f")
+        check_array("backprop_reduce_max", "which", which, ndim=2, kind="i")
+        check_same_shape("backprop_reduce_max", "d_maxes", d_maxes, "which", which)
+        values = check_lengths("backprop_reduce_max", lengths, None, allow_zero=False)
+        self._check_n_seqs("backprop_reduce_max", "d_maxes", d_maxes, values)
+        xp = self.xp
+        lens = xp.asarray(numpy.asarray(values, dtype="int64"))
+        if which.size and (bool((which < 0).any()) or bool((which >= lens[:, None]).any())):
+            raise ValueError(
+                "Ops.backprop_reduce_max: 'which' holds offsets outside their sequences "
+                f"(lengths {list(values)[:10]}...)."
+            )
+        _, starts = self._segments(values)
+        dX = xp.zeros((sum(values), d_maxes.shape[1]), dtype=d_maxes.dtype)
+        rows = starts[:, None] + which.astype("int64")
+        cols = xp.broadcast_to(xp.arange(d_maxes.shape[1]), which.shape)
+        dX[rows, cols] = d_maxes
+        return dX
+
+    def _check_n_seqs(self, fn: str, name: str, dY: Any, values: Sequence[int]) -> None:
+        if dY.shape[0] != len(values):
+            raise ValueError(
+                f"Ops.{fn}: '{name}' has {dY.shape[0]} rows but 'lengths' describes {len(values)} sequences."
+            )
+
+    # ------------------------------------------------------------------ hashing and tables
+
+    def hash(self, ids: Ints1d, seed: int) -> Ints2d:
+        """MurmurHash3 x86 128-bit of each uint64 key: four uint32 words per key.  (N,) -> (N, 4)"""
+        return _murmur.ops_hash(self, ids, seed)
+
+    def ngrams(self, n: int, keys: Ints1d) -> Ints1d:
+        """Hashed n-gram features of a uint64 key sequence."""
+        return _murmur.ops_ngrams(self, n, keys)
+
+    def gather_add(self, table: Floats2d, indices: Ints2d) -> Floats2d:
+        """Sum the rows of `table` picked by each row of `indices`.  (T, O), (B, K) -> (B, O)"""
+        check_array("gather_add", "table", table, ndim=2, kind="f")
+        check_array("gather_add", "indices", indices, ndim=2, kind="i")
+        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= table.shape[0]):
+            raise IndexError(
+                f"Ops.gather_add: 'indices' must lie in 0..{table.shape[0] - 1} (rows of 'table' "
+                f"{tuple(table.shape)}), got min {int(indices.min())}, max {int(indices.max())}."
+            )
+        return table[indices].sum(axis=1)
+
+    def scatter_add(self, table: FloatsXd, indices: IntsXd, values: FloatsXd) -> FloatsXd:
+        """Add `values` into `table` at `indices` (repeated indices accumulate); returns `table`."""
+        check_array("scatter_add", "table", table, kind="f")
+        check_array("scatter_add", "indices", indices, kind="i")
+        check_array("scatter_add", "values", values, kind="f")
+        if indices.size and (int(indices.min()) < -table.shape[0] or int(indices.max()) >= table.shape[0]):
+            raise IndexError(
+                f"Ops.scatter_add: 'indices' must lie in 0..{table.shape[0] - 1} (rows of 'table' "
+                f"{tuple(table.shape)}), got min {int(indices.min())}, max {int(indices.max())}."
+            )
+        self.xp.add.at(table, indices, values)
+        return table
+
+    # ------------------------------------------------------------------ optimizer updates and losses
+
+    def adam(
+        self,
+        weights: Floats1d,
+        gradient: Floats1d,
+        mom1: Floats1d,
+        mom2: Floats1d,
+        beta1: float,
+        beta2: float,
+        eps: float,
+        learn_rate: float,
+        mod_rate: float = 1.0,
+    ) -> Tuple[Floats1d, Floats1d, Floats1d, Floats1d]:
+        """One Adam step in place on weights, mom1 and mom2 (learn_rate already bias-corrected by the caller).
+
+        The gradient is consumed: it is zeroed in place, as Thinc's compiled backends do, so that every
+        plait backend leaves the same state behind.
+        """
+        for name, arr in (("gradient", gradient), ("mom1", mom1), ("mom2", mom2)):
+            check_array("adam", name, arr, kind="f")
+            check_same_shape("adam", "weights", weights, name, arr)
+        mom1 *= beta1
+        mom1 += (1.0 - beta1) * gradient
+        mom2 *= beta2
+        mom2 += (1.0 - beta2) * gradient * gradient
+        weights -= learn_rate * (mom1 / (mod_rate * self.xp.sqrt(mom2) + eps))
+        gradient.fill(0)
+        return weights, gradient, mom1, mom2
+
+    def clip_gradient(self, gradient: FloatsT, threshold: float) -> FloatsT:
+        """Rescale `gradient` in place so its L2 norm is at most `threshold`."""
+        check_array("clip_gradient", "gradient", gradient, kind="f")
+        norm = float(self.xp.linalg.norm(gradient.ravel()))
+        if norm >= threshold and norm > 0:
+            gradient *= threshold / norm
+        return gradient
+
+    def update_averages(self, ema: FloatsT, weights: FloatsT, t: int, max_decay: float = 0.9999) -> None:
+        """Move the exponential moving average `ema` towards `weights` (in place), warming up with t."""
+        check_same_shape("update_averages", "ema", ema, "weights", weights)
+        decay = min((1.0 + t) / (10.0 + t), max_decay)
+        ema -= (1.0 - decay) * (ema - weights)
+
+    def logloss(self, y_true: FloatsT, y_pred: FloatsT) -> float:
+        """Elementwise binary cross-entropy -(y log p + (1 - y) log(1 - p)), with 1e-8 guards."""
+        xp = self.xp
+        log_p = xp.log(y_pred + 1e-8)
+        log_not_p = xp.log((1.0 - y_pred) + 1e-8)
+        return -(y_true * log_p + (1.0 - y_true) * log_not_p)
+
+    def position_encode(
+        self, N: int, D: int, period: int = 10000, out: Optional[Floats2d] = None
+    ) -> Floats2d:
+        """Sinusoidal position encodings: column pairs (sin, cos) of pos / period**(2 * col / D).  -> (N, D)"""
+        if N < 0 or D < 0:
+            raise ValueError(f"Ops.position_encode: 'N' and 'D' must be >= 0, got N={N}, D={D}.")
+        pos = numpy.arange(N, dtype="float64")[:, None]
+        cols = numpy.arange(D)
+        even_cols = cols - (cols % 2)
+        if D % 2:
+            # NOTE: with odd D, Thinc's last column repeats the sine two columns before it
+            # (column 0 when D == 1); kept so that encodings stay identical.
+            even_cols[-1] = max(D - 3, 0)
+        angle = pos / numpy.power(float(period), 2.0 * even_cols / max(D, 1))
+        table = numpy.where(cols % 2 == 0, numpy.sin(angle), numpy.cos(angle)).astype("float32")
+        if out is None:
+            return self.asarray(table)
+        check_array("position_encode", "out", out, ndim=2, kind="f")
+        if tuple(out.shape) != (N, D):
+            raise ValueError(f"Ops.position_encode: 'out' must have shape {(N, D)}, got {tuple(out.shape)}.")
+        out[...] = self.asarray(table)
+        return out
