@@ -1,0 +1,84 @@
+"""NumpyOps.cblas() gives a usable BLAS table, from Python and from nogil Cython; other backends refuse."""
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy
+import pytest
+
+from plait.backends import CupyOps, NumpyOps, Ops
+
+
+def test_cblas_only_on_numpy_ops():
+    with pytest.raises(NotImplementedError, match="NumpyOps"):
+        Ops().cblas()
+    # CupyOps refuses without needing a GPU: the method is looked up on the class.
+    with pytest.raises(NotImplementedError):
+        CupyOps.cblas(object.__new__(CupyOps))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("trans1,trans2", [(False, False), (True, False), (False, True), (True, True)])
+def test_cblas_gemm_matches_numpy(dtype, trans1, trans2):
+    rng = numpy.random.default_rng(0)
+    A = rng.normal(size=(5, 3)).astype(dtype)
+    B = rng.normal(size=(3, 4)).astype(dtype)
+    A_in = numpy.ascontiguousarray(A.T) if trans1 else A
+    B_in = numpy.ascontiguousarray(B.T) if trans2 else B
+    cblas = NumpyOps().cblas()
+    out = cblas.gemm(A_in, B_in, trans1=trans1, trans2=trans2)
+    numpy.testing.assert_allclose(out, A @ B, rtol=1e-5)
+    C = numpy.ones((5, 4), dtype=dtype)
+    cblas.gemm(A, B, out=C, alpha=2.0, beta=0.5)
+    numpy.testing.assert_allclose(C, 2 * (A @ B) + 0.5, rtol=1e-5)
+
+
+def test_cblas_axpy_and_errors():
+    cblas = NumpyOps().cblas()
+    Y = numpy.ones(4, dtype="f")
+    cblas.axpy(2.0, numpy.arange(4, dtype="f"), Y)
+    assert Y.tolist() == [1.0, 3.0, 5.0, 7.0]
+    with pytest.raises(ValueError, match="inner dimensions"):
+        cblas.gemm(numpy.ones((2, 3), "f"), numpy.ones((2, 3), "f"))
+    with pytest.raises(TypeError, match="float32"):
+        cblas.gemm(numpy.ones((2, 3), "f"), numpy.ones((3, 3), "f8"))
+
+
+def test_cblas_from_nogil_cython(tmp_path):
+    """Compile a tiny extension that cimports plait.backends.cblas and calls sgemm without the GIL."""
+    pytest.importorskip("Cython")
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler")
+    (tmp_path / "use_cblas.pyx").write_text(textwrap.dedent('''
+        # cython: language_level=3
+        from plait.backends.cblas cimport CBlas, sgemm
+
+        def matmul(CBlas cblas, float[:, ::1] A, float[:, ::1] B, float[:, ::1] C):
+            cdef int M = A.shape[0], N = B.shape[1], K = A.shape[1]
+            with nogil:
+                sgemm(cblas)(False, False, M, N, K, 1.0, &A[0, 0], K, &B[0, 0], N, 0.0, &C[0, 0], N)
+    '''))
+    (tmp_path / "setup.py").write_text(textwrap.dedent('''
+        from setuptools import setup
+        from Cython.Build import cythonize
+        setup(ext_modules=cythonize("use_cblas.pyx", quiet=True))
+    '''))
+    build = subprocess.run(
+        [sys.executable, "setup.py", "build_ext", "--inplace", "-q"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )
+    assert build.returncode == 0, build.stderr[-3000:]
+    check = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent('''
+            import numpy, use_cblas
+            from plait.backends import NumpyOps
+            A = numpy.arange(6, dtype="f").reshape(2, 3); B = numpy.arange(12, dtype="f").reshape(3, 4)
+            C = numpy.zeros((2, 4), dtype="f")
+            use_cblas.matmul(NumpyOps().cblas(), A, B, C)
+            assert numpy.allclose(C, A @ B), C
+            print("ok")
+        ''')],
+        cwd=tmp_path, capture_output=True, text=True,
+    )
+    assert check.returncode == 0 and "ok" in check.stdout, check.stderr[-3000:]
