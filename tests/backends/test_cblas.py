@@ -3,6 +3,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy
 import pytest
@@ -59,10 +60,14 @@ def test_cblas_from_nogil_cython(tmp_path):
             with nogil:
                 sgemm(cblas)(False, False, M, N, K, 1.0, &A[0, 0], K, &B[0, 0], N, 0.0, &C[0, 0], N)
     '''))
-    (tmp_path / "setup.py").write_text(textwrap.dedent('''
+    # An editable install keeps the .pxd files in the source tree, off sys.path: point Cython at it.
+    import plait
+
+    root = str(Path(plait.__file__).resolve().parents[1])
+    (tmp_path / "setup.py").write_text(textwrap.dedent(f'''
         from setuptools import setup
         from Cython.Build import cythonize
-        setup(ext_modules=cythonize("use_cblas.pyx", quiet=True))
+        setup(ext_modules=cythonize("use_cblas.pyx", quiet=True, include_path=[{root!r}]))
     '''))
     build = subprocess.run(
         [sys.executable, "setup.py", "build_ext", "--inplace", "-q"],
