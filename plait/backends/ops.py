@@ -278,11 +278,23 @@ class Ops:
         return out
 
     def tile(self, X: Floats2d, reps: int) -> Floats2d:
+        """X repeated `reps` times (numpy.tile semantics)."""
+        check_array("tile", "X", X)
+        reps_tuple = reps if isinstance(reps, (tuple, list)) else (reps,)
+        if any(int(r) < 0 for r in reps_tuple):
+            raise ValueError(f"Ops.tile: 'reps' must be >= 0, got {reps!r}.")
         return self.xp.tile(X, reps)
 
     def affine(self, X: Floats2d, W: Floats2d, b: Floats1d) -> Floats2d:
         """Y = X @ W.T + b.  (nB, nI), (nO, nI), (nO,) -> (nB, nO)"""
+        check_array("affine", "X", X, ndim=2, kind="f")
+        check_array("affine", "W", W, ndim=2, kind="f")
         check_array("affine", "b", b, ndim=1)
+        if X.shape[1] != W.shape[1]:
+            raise ValueError(
+                f"Ops.affine: 'X' has {X.shape[1]} columns (shape {tuple(X.shape)}) but 'W' expects "
+                f"nI={W.shape[1]} (shape {tuple(W.shape)}, which is (nO, nI))."
+            )
         Y = self.gemm(X, W, trans2=True)
         if b.shape[0] != Y.shape[1]:
             raise ValueError(
@@ -434,6 +446,9 @@ class Ops:
 
     def get_dropout_mask(self, shape: Shape, drop: Optional[float]) -> FloatsXd:
         """A float32 mask: 0 with probability `drop`, else 1 / (1 - drop) (inverted dropout)."""
+        shape = (shape,) if isinstance(shape, (int, numpy.integer)) else tuple(shape)
+        if any(int(d) < 0 for d in shape):
+            raise ValueError(f"Ops.get_dropout_mask: dimensions of 'shape' must be >= 0, got {shape}.")
         if drop is None or drop <= 0:
             return self.xp.ones(shape, dtype="f")
         if drop >= 1.0:
@@ -500,6 +515,8 @@ class Ops:
     def reshape(self, array: ArrayT, shape: Shape) -> ArrayT:
         """The same data viewed with a new shape (a copy only where a view is impossible)."""
         check_array("reshape", "array", array)
+        if isinstance(shape, (int, numpy.integer)):
+            shape = (int(shape),)
         size = math.prod(int(d) for d in shape if int(d) != -1)
         if -1 not in tuple(shape) and size != array.size:
             raise ValueError(
@@ -676,6 +693,7 @@ class Ops:
         """dX = dY * Y * (1 - Y)."""
         check_array("backprop_sigmoid", "dY", dY, kind="f")
         check_array("backprop_sigmoid", "Y", Y, kind="f")
+        check_same_shape("backprop_sigmoid", "dY", dY, "Y", Y)
         grad = self.dsigmoid(Y)
         if inplace:
             dY *= grad
