@@ -11,8 +11,15 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
+# torch is optional (xp2torch/torch2xp tests skip without it). Only the CPU build that lies on
+# this kind of machine is taken: a plain `pip install torch` would pull gigabytes of CUDA wheels.
+TORCH_WHEELS ?= /opt/wheels
+
 $(STAMP): $(PY) $(SOURCES)
 	$(PY) -m pip install --quiet -e '.[test,peers]'
+	@if ls $(TORCH_WHEELS)/torch-2.13.0+cpu-*.whl >/dev/null 2>&1; then \
+		$(PY) -m pip install --quiet --find-links $(TORCH_WHEELS) 'torch==2.13.0'; \
+	else echo "plait: no local CPU torch wheel in $(TORCH_WHEELS); torch interop tests will skip"; fi
 	touch $(STAMP)
 
 install: $(STAMP)
