@@ -1235,7 +1235,7 @@ class Ops:
     # ------------------------------------------------------------------ hashing and tables
 
     def hash(self, ids: Ints1d, seed: int) -> Ints2d:
-        """MurmurHash3 x86 128-bit of each uint64 key: four uint32 words per key.  (N,) -> (N, 4)"""
+        """MurmurHash3 x64 128-bit of each uint64 key, as Thinc computes it: four uint32 words per key.  (N,) -> (N, 4)"""
         return _murmur.ops_hash(self, ids, seed)
 
     def ngrams(self, n: int, keys: Ints1d) -> Ints1d:
