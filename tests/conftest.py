@@ -1,18 +1,14 @@
 """Shared fixtures: every backend test runs on the reference Ops, NumpyOps and (with a GPU) CupyOps."""
+import os
+import sys
+
 import numpy
 import pytest
 
+# Test files import shared helpers (`from _env import ...`) from this folder, whatever the import mode.
+sys.path.insert(0, os.path.dirname(__file__))
 
-def _gpu_available() -> bool:
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
-
-
-HAS_GPU = _gpu_available()
+from _env import HAS_GPU  # noqa: E402
 
 
 def _make_ops(kind):

@@ -1,5 +1,4 @@
 """plait.compat: lazily probed optional dependencies with thinc.compat's names."""
-import importlib.util
 import json
 import os
 import subprocess
@@ -20,8 +19,7 @@ THINC_COMPAT_NAMES = [
 LAZY_NAMES = sorted(compat._LOADERS)
 
 
-def _installed(name):
-    return importlib.util.find_spec(name) is not None
+from _env import installed as _installed
 
 
 def _run(code, **env):

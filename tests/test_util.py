@@ -1,5 +1,4 @@
 """plait.util: behaviour of thinc.util's helpers, checked directly and against thinc where installed."""
-import importlib.util
 import os
 import random
 import sys
@@ -31,20 +30,8 @@ from plait.util import (
 )
 
 
-def _installed(name):
-    return importlib.util.find_spec(name) is not None
-
-
-def _has_cuda():
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
-
-
-HAS_GPU = _has_cuda()
+from _env import HAS_GPU
+from _env import installed as _installed
 
 
 @pytest.fixture

@@ -1,6 +1,5 @@
 """plait.backends helpers: get_ops / use_ops / current ops across contexts, threads and tasks; ParamServer."""
 import asyncio
-import importlib.util
 import threading
 
 import numpy
@@ -24,20 +23,8 @@ from plait.backends import (
 )
 
 
-def _installed(name):
-    return importlib.util.find_spec(name) is not None
-
-
-def _has_cuda():
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
-
-
-HAS_GPU = _has_cuda()
+from _env import HAS_GPU
+from _env import installed as _installed
 
 
 @pytest.fixture(autouse=True)

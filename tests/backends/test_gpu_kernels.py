@@ -645,16 +645,7 @@ def test_constructing_cupy_ops_without_a_device_is_a_clear_error():
 # ---------------------------------------------------------------------------------------
 
 
-def _has_gpu() -> bool:
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
-
-
-HAS_GPU = _has_gpu()
+from _env import HAS_GPU  # noqa: E402
 
 
 def gpu(test):
