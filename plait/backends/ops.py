@@ -742,8 +742,17 @@ class Ops:
     def softmax_sequences(
         self, Xs: Floats2d, lengths: Ints1d, *, inplace: bool = False, axis: int = -1
     ) -> Floats2d:
-        """Softmax over the rows of each sequence, separately per column.  (nN, nO) -> (nN, nO)"""
+        """Softmax over the rows of each sequence, separately per column.  (nN, nO) -> (nN, nO)
+
+        `axis` is accepted for Thinc compatibility; as in Thinc only the default is meaningful
+        (normalise within each sequence), so any other value is refused rather than ignored.
+        """
         check_array("softmax_sequences", "Xs", Xs, kind="f")
+        if axis != -1:
+            raise NotImplementedError(
+                f"Ops.softmax_sequences: only axis=-1 (normalise over each sequence's rows) is "
+                f"supported, got axis={axis!r}. Use ops.softmax(Xs, axis=...) for a plain softmax."
+            )
         if Xs.ndim >= 3:
             raise NotImplementedError(
                 f"Ops.softmax_sequences supports 2d input only, got {describe(Xs)}."

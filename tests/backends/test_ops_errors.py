@@ -379,3 +379,11 @@ def test_gather_add_index_out_of_range(ops):
         ops.gather_add(table, ops.asarray(_i([[0, 5]])))
     assert "indices" in str(excinfo.value) and "5" in str(excinfo.value)
     np.testing.assert_array_equal(to_np(ops, table), _f(3, 2))
+
+
+def test_softmax_sequences_other_axis_is_refused(ops):
+    # Thinc silently ignores `axis` here; plait says it is unsupported instead.
+    Xs = ops.asarray(_f(3, 2))
+    with pytest.raises(NotImplementedError, match="axis"):
+        ops.softmax_sequences(Xs, ops.asarray(_i([1, 2])), axis=0)
+    np.testing.assert_array_equal(to_np(ops, Xs), _f(3, 2))
