@@ -23,6 +23,8 @@ only reproduces its outputs if we do the same, so we do.
 """
 from typing import Any, List, Sequence, Tuple
 
+from ._checks import check_array
+
 _FLOATS = ("float32", "float64")
 
 
@@ -34,24 +36,11 @@ def _where(fn: str) -> str:
 
 
 def _check_float_array(fn: str, name: str, X: Any, ndim: int) -> None:
-    if not (hasattr(X, "shape") and hasattr(X, "dtype") and hasattr(X, "ndim")):
-        raise TypeError(
-            f"{_where(fn)}: argument '{name}' must be an array, got {type(X).__name__}. "
-            f"Convert it with ops.asarray(...)."
-        )
-    if X.dtype.kind != "f":
-        raise TypeError(
-            f"{_where(fn)}: argument '{name}' must hold floats, got dtype {X.dtype}. "
-            f"Cast it with {name}.astype('float32')."
-        )
+    check_array(fn, name, X, ndim=ndim, kind="f")
     if X.dtype.name not in _FLOATS:
         raise NotImplementedError(
             f"{_where(fn)}: argument '{name}' has dtype {X.dtype}; only float32 and float64 "
             f"are supported. Cast it with {name}.astype('float32')."
-        )
-    if X.ndim != ndim:
-        raise ValueError(
-            f"{_where(fn)}: argument '{name}' must be {ndim}-dimensional, got shape {tuple(X.shape)}."
         )
 
 
