@@ -1,0 +1,4 @@
+"""Shims: adapters that let a Model hold a model of another framework."""
+from .shim import Shim
+
+__all__ = ["Shim"]
