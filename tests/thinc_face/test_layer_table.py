@@ -344,3 +344,60 @@ def test_table_covers_every_registered_layer():
     missing = registered - set(TABLE)
     assert not missing, f"layers registered but not in the table: {sorted(missing)}"
     assert not set(TABLE) - registered, f"table names nothing registers: {sorted(set(TABLE) - registered)}"
+
+
+# --- differential: thinc 8.3 <-> plait weights ---------------------------------------------
+
+# Layers that thinc 8.3 lacks or whose thinc version cannot run here.
+_NOT_IN_THINC = {"StaticVectors.v1", "resizable.v1"}
+
+
+def _to_thinc(value: Any) -> Any:
+    import thinc.types as tt
+
+    if isinstance(value, Ragged):
+        return tt.Ragged(value.data, value.lengths)
+    if isinstance(value, Padded):
+        return tt.Padded(value.data, value.size_at_t, value.lengths, value.indices)
+    if isinstance(value, tuple):
+        return tuple(_to_thinc(v) for v in value)
+    if isinstance(value, list):
+        return [_to_thinc(v) for v in value]
+    return value
+
+
+def _outputs(value: Any) -> List[numpy.ndarray]:
+    """Float arrays of a plait or thinc output structure."""
+    if hasattr(value, "data") and hasattr(value, "lengths"):
+        return [numpy.asarray(value.data)]
+    if isinstance(value, (list, tuple)):
+        return [a for v in value for a in _outputs(v)]
+    if hasattr(value, "dtype") and value.dtype.kind == "f":
+        return [numpy.asarray(value)]
+    return []
+
+
+@pytest.mark.parametrize("name", sorted(n for n in TABLE if n not in _NOT_IN_THINC))
+def test_thinc_weights_load_into_plait_and_back(name):
+    thinc_api = pytest.importorskip("thinc.api")
+    args, make_X, opts = TABLE[name]
+    if "skip" in opts:
+        pytest.skip(opts["skip"])
+    X = make_X()
+    numpy.random.seed(1)
+    theirs = thinc_api.registry.resolve(thinc_api.Config({"model": {"@layers": name, **args}}))["model"]
+    theirs.initialize(X=_to_thinc(X))
+    ours = _build(name)
+    ours.initialize(X=X)
+    # thinc -> plait
+    assert ours.can_from_bytes(theirs.to_bytes())
+    ours.from_bytes(theirs.to_bytes())
+    for a, b in zip(_outputs(ours.predict(X)), _outputs(theirs.predict(_to_thinc(X))), strict=True):
+        numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    # plait -> thinc: fresh random weights on our side, loaded by thinc.
+    fresh = _build(name)
+    numpy.random.seed(2)
+    fresh.initialize(X=X)
+    theirs.from_bytes(fresh.to_bytes())
+    for a, b in zip(_outputs(fresh.predict(X)), _outputs(theirs.predict(_to_thinc(X))), strict=True):
+        numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
