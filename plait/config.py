@@ -14,6 +14,52 @@ from .types import Decorator
 _NAMESPACE = "plait"
 
 
+_BUILTIN_MODULES = ("layers", "optimizers", "schedules", "initializers", "loss")
+_builtins_loaded = False
+
+
+def _load_builtins() -> None:
+    """Import the modules that register plait's own functions (once, on first lookup).
+
+    Importing plait.config alone stays cheap, yet `registry.layers.get("Relu.v1")` works
+    without importing plait.api first.
+    """
+    global _builtins_loaded
+    if _builtins_loaded:
+        return
+    _builtins_loaded = True
+    import importlib
+
+    for name in _BUILTIN_MODULES:
+        importlib.import_module(f"{__package__}.{name}")
+
+
+class _Registry(catalogue.Registry):
+    """A catalogue registry that loads plait's built-in entries before any lookup."""
+
+    def __contains__(self, name: str) -> bool:
+        _load_builtins()
+        return super().__contains__(name)
+
+    def get(self, name: str) -> Any:
+        _load_builtins()
+        return super().get(name)
+
+    def get_all(self) -> Dict[str, Any]:
+        _load_builtins()
+        return super().get_all()
+
+    def find(self, name: str) -> Dict[str, Any]:
+        _load_builtins()
+        return super().find(name)
+
+
+def _create(name: str, entry_points: bool = True) -> Decorator:
+    if catalogue.check_exists(_NAMESPACE, name):
+        raise catalogue.RegistryError(f"Registry namespace already exists: {_NAMESPACE} -> {name}")
+    return _Registry((_NAMESPACE, name), entry_points=entry_points)
+
+
 class RegistryNameError(ConfigValidationError, catalogue.RegistryError):
     """A config names a registry or a registered function that does not exist.
 
@@ -25,13 +71,13 @@ class RegistryNameError(ConfigValidationError, catalogue.RegistryError):
 class registry(confection.registry):
     """Function registries for the Thinc face: one catalogue registry per kind."""
 
-    optimizers: Decorator = catalogue.create(_NAMESPACE, "optimizers", entry_points=True)
-    schedules: Decorator = catalogue.create(_NAMESPACE, "schedules", entry_points=True)
-    layers: Decorator = catalogue.create(_NAMESPACE, "layers", entry_points=True)
-    losses: Decorator = catalogue.create(_NAMESPACE, "losses", entry_points=True)
-    initializers: Decorator = catalogue.create(_NAMESPACE, "initializers", entry_points=True)
-    datasets: Decorator = catalogue.create(_NAMESPACE, "datasets", entry_points=True)
-    ops: Decorator = catalogue.create(_NAMESPACE, "ops", entry_points=True)
+    optimizers: Decorator = _create("optimizers")
+    schedules: Decorator = _create("schedules")
+    layers: Decorator = _create("layers")
+    losses: Decorator = _create("losses")
+    initializers: Decorator = _create("initializers")
+    datasets: Decorator = _create("datasets")
+    ops: Decorator = _create("ops")
 
     @classmethod
     def resolve(
@@ -125,7 +171,7 @@ class registry(confection.registry):
                 f"Cannot create registry {registry_name!r}: it already exists. "
                 f"Use registry.{registry_name} to add functions to it."
             )
-        setattr(cls, registry_name, catalogue.create(_NAMESPACE, registry_name, entry_points=entry_points))
+        setattr(cls, registry_name, _create(registry_name, entry_points=entry_points))
 
 
 __all__ = ["Config", "registry", "ConfigValidationError", "RegistryNameError", "Promise", "VARIABLE_RE"]
