@@ -1,0 +1,88 @@
+"""Maxout: a dense layer with nP linear pieces per output, keeping the largest (Goodfellow et al., 2013)."""
+from typing import Callable, Optional, Tuple
+
+from ..config import registry
+from ..initializers import glorot_uniform_init, zero_init
+from ..model import Model
+from ..types import Floats2d
+from ..util import get_width, partial
+from .chain import chain
+from .dropout import Dropout
+from .layernorm import LayerNorm
+from .linear import _check_input
+
+InT = Floats2d
+OutT = Floats2d
+
+
+@registry.layers("Maxout.v1")
+def Maxout(
+    nO: Optional[int] = None,
+    nI: Optional[int] = None,
+    nP: Optional[int] = 3,
+    *,
+    init_W: Optional[Callable] = None,
+    init_b: Optional[Callable] = None,
+    dropout: Optional[float] = None,
+    normalize: bool = False,
+) -> Model[InT, OutT]:
+    """Y[:, o] = max over p of (X @ W[o, p].T + b[o, p]).  (nB, nI) -> (nB, nO)
+
+    Params: W (nO, nP, nI) (default glorot_uniform_init), b (nO, nP) (default zero_init).
+    normalize=True chains a LayerNorm after the layer, dropout=rate a Dropout after that.
+    """
+    if init_W is None:
+        init_W = glorot_uniform_init
+    if init_b is None:
+        init_b = zero_init
+    model: Model[InT, OutT] = Model(
+        "maxout",
+        forward,
+        init=partial(init, init_W, init_b),
+        dims={"nO": nO, "nI": nI, "nP": nP},
+        params={"W": None, "b": None},
+    )
+    if normalize:
+        model = chain(model, LayerNorm(nI=nO))
+    if dropout is not None:
+        model = chain(model, Dropout(dropout))
+    return model
+
+
+def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Callable]:
+    ops = model.ops
+    nO = model.get_dim("nO")
+    nP = model.get_dim("nP")
+    nI = model.get_dim("nI")
+    W = ops.reshape2f(model.get_param("W"), nO * nP, nI)
+    b = ops.reshape1f(model.get_param("b"), nO * nP)
+    _check_input(model, X, nI)
+    Z = ops.affine(X, W, b)  # (nB, nO * nP): the pieces of each output are adjacent
+    best, which = ops.maxout(ops.reshape3f(Z, Z.shape[0], nO, nP))
+
+    def backprop(d_best: OutT) -> InT:
+        dZ = ops.backprop_maxout(d_best, which, nP)  # (nB, nO, nP)
+        model.inc_grad("b", dZ.sum(axis=0))
+        dZ = ops.reshape2f(dZ, dZ.shape[0], nO * nP)
+        model.inc_grad("W", ops.reshape3f(ops.gemm(dZ, X, trans1=True), nO, nP, nI))
+        return ops.gemm(dZ, W)
+
+    return best, backprop
+
+
+def init(
+    init_W: Callable,
+    init_b: Callable,
+    model: Model[InT, OutT],
+    X: Optional[InT] = None,
+    Y: Optional[OutT] = None,
+) -> None:
+    if X is not None:
+        model.set_dim("nI", get_width(X))
+    if Y is not None:
+        model.set_dim("nO", get_width(Y))
+    nO = model.get_dim("nO")
+    nP = model.get_dim("nP")
+    nI = model.get_dim("nI")
+    model.set_param("W", init_W(model.ops, (nO, nP, nI)))
+    model.set_param("b", init_b(model.ops, (nO, nP)))
