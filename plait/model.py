@@ -585,9 +585,16 @@ class Model(Generic[InT, OutT]):
                         f"Add it as a layer or set the reference to None."
                     )
             msg["nodes"].append({"index": i, "name": node.name, "dims": dict(node._dims), "refs": refs})
-            msg["attrs"].append(
-                {name: serialize_attr(value, value, name, node) for name, value in node._attrs.items()}
-            )
+            attrs = {}
+            for name, value in node._attrs.items():
+                # Attrs that cannot be serialized (functions, slices, handles) are part of
+                # the architecture, rebuilt by the code that creates the model: skip them,
+                # as Thinc does, so the rest of the model still saves.
+                try:
+                    attrs[name] = serialize_attr(value, value, name, node)
+                except TypeError:
+                    continue
+            msg["attrs"].append(attrs)
             msg["params"].append(
                 {
                     name: to_numpy(node.get_param(name))

@@ -582,7 +582,9 @@ class Ops:
         elif hasattr(data, "get") and hasattr(data, "__cuda_array_interface__"):  # cupy on a CPU backend
             array = xp.asarray(data.get())
         else:
-            array = xp.asarray(data)
+            # Python lists convert straight to the requested dtype: going through a
+            # default dtype first would turn large uint64 values into lossy floats.
+            array = xp.asarray(data, dtype=None if dtype is None else numpy.dtype(dtype))
         if dtype is not None:
             array = array.astype(numpy.dtype(dtype), copy=False)
         return array

@@ -10,9 +10,9 @@ InOutT = TypeVar("InOutT")
 
 
 @registry.layers("noop.v1")
-def noop(*layer: Model) -> Model[InOutT, InOutT]:
+def noop(*layers: Model) -> Model[InOutT, InOutT]:
     """Return the input unchanged; any layers given are kept as children but never run."""
-    return Model("noop", forward, layers=list(layer))
+    return Model("noop", forward, layers=list(layers))
 
 
 def forward(model: Model[InOutT, InOutT], X: InOutT, is_train: bool) -> Tuple[InOutT, Callable]:

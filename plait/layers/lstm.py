@@ -1,0 +1,193 @@
+"""LSTM: a stacked, optionally bidirectional LSTM over Padded batches; PyTorchLSTM."""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Tuple, cast
+
+from ..backends import Ops
+from ..config import registry
+from ..initializers import glorot_uniform_init, zero_init
+from ..model import Model
+from ..types import Floats1d, Floats4d, Padded, Ragged
+from ..util import get_width, partial
+from .noop import noop
+
+
+@registry.layers("LSTM.v1")
+def LSTM(
+    nO: Optional[int] = None,
+    nI: Optional[int] = None,
+    *,
+    bi: bool = False,
+    depth: int = 1,
+    dropout: float = 0.0,
+    init_W: Optional[Callable] = None,
+    init_b: Optional[Callable] = None,
+) -> Model[Padded, Padded]:
+    """`depth` LSTM layers; with bi=True each is a left-to-right plus a right-to-left LSTM.
+
+    Padded (nL, nB, nI) -> Padded (nL, nB, nO); with bi=True each direction has nO // 2 units.
+    Params: LSTM, all weights flat (per layer, per direction: four (nH, nI_layer) input
+    blocks, four (nH,) biases, four (nH, nH) hidden blocks, four (nH,) biases), drawn with
+    init_W (default glorot_uniform_init) and init_b (default zero_init); HC0 (2, depth,
+    dirs, nH), the initial states, zeros and not trained. Dropout (rate `dropout`) is
+    applied to the weights while training, not to the activations.
+    """
+    if depth == 0:
+        raise ValueError(
+            "Cannot create LSTM with depth=0: it needs at least one layer. Use noop() for an "
+            "identity layer instead."
+        )
+    if init_W is None:
+        init_W = glorot_uniform_init
+    if init_b is None:
+        init_b = zero_init
+    return Model(
+        "lstm",
+        forward,
+        dims={"nO": nO, "nI": nI, "depth": depth, "dirs": 1 + int(bi)},
+        attrs={"registry_name": "LSTM.v1", "dropout_rate": dropout},
+        params={"LSTM": None, "HC0": None},
+        init=partial(init, init_W, init_b),
+    )
+
+
+@registry.layers("PyTorchLSTM.v1")
+def PyTorchLSTM(
+    nO: int, nI: int, *, bi: bool = False, depth: int = 1, dropout: float = 0.0
+) -> Model[Padded, Padded]:
+    """torch.nn.LSTM wrapped as a Padded -> Padded layer (needs PyTorch and plait's wrappers)."""
+    if depth == 0:
+        return noop()  # type: ignore[return-value]
+    try:
+        from .pytorchwrapper import PyTorchRNNWrapper
+        from .with_padded import with_padded
+    except ImportError as err:
+        raise NotImplementedError(
+            "PyTorchLSTM needs plait.layers.pytorchwrapper.PyTorchRNNWrapper and "
+            f"plait.layers.with_padded.with_padded, which are not available yet ({err}). "
+            "Use LSTM(nO, nI, bi=..., depth=...) instead, which needs no PyTorch."
+        ) from err
+    import torch.nn
+
+    nH = nO // 2 if bi else nO
+    rnn = PyTorchRNNWrapper(torch.nn.LSTM(nI, nH, depth, bidirectional=bi, dropout=dropout))
+    rnn.set_dim("nO", nO)
+    rnn.set_dim("nI", nI)
+    return with_padded(rnn)
+
+
+def init(
+    init_W: Callable,
+    init_b: Callable,
+    model: Model,
+    X: Optional[Padded] = None,
+    Y: Optional[Padded] = None,
+) -> None:
+    if X is not None:
+        model.set_dim("nI", get_width(X))
+    if Y is not None:
+        model.set_dim("nO", get_width(Y))
+    nO = model.get_dim("nO")
+    nI = model.get_dim("nI")
+    depth = model.get_dim("depth")
+    dirs = model.get_dim("dirs")
+    if nO % dirs:
+        raise ValueError(
+            f"Cannot initialize model '{model.name}': a bidirectional LSTM splits nO between its "
+            f"two directions, so nO must be even, got nO={nO}."
+        )
+    nH = nO // dirs
+    ops = model.ops
+    # Drawn block by block, in this order, so that each block's fan-in/out is its own
+    # and the draws match Thinc's (and its layout, which is CuDNN's).
+    blocks = []
+    layer_nI = nI
+    for _ in range(depth):
+        for _ in range(dirs):
+            for n_in in (layer_nI, nH):
+                blocks.extend(init_W(ops, (nH, n_in)) for _ in range(4))
+                blocks.extend(init_b(ops, (nH,)) for _ in range(4))
+        layer_nI = nH * dirs
+    model.set_param("LSTM", ops.xp.concatenate([block.ravel() for block in blocks]))
+    model.set_param("HC0", zero_init(ops, (2, depth, dirs, nH)))
+
+
+def forward(model: Model[Padded, Padded], Xp: Padded, is_train: bool) -> Tuple[Padded, Callable]:
+    ops = model.ops
+    rate = model.attrs["dropout_rate"]
+    LSTM = cast(Floats1d, model.get_param("LSTM"))
+    HC0 = cast(Floats4d, model.get_param("HC0"))
+    _check_input(model, Xp)
+    Xr = _padded_to_packed(ops, Xp, dtype=LSTM.dtype)
+    mask = None
+    if is_train and rate:
+        # Dropout on the weights (Gal & Ghahramani): RNN activations are too correlated
+        # across steps for per-activation dropout to help much.
+        mask = ops.get_dropout_mask(LSTM.shape, rate)
+        LSTM = LSTM * mask
+    if is_train:
+        Y, fwd_state = ops.lstm_forward_training(LSTM, HC0[0], HC0[1], Xr.data, Xr.lengths)
+    else:
+        Y = ops.lstm_forward_inference(LSTM, HC0[0], HC0[1], Xr.data, Xr.lengths)
+        fwd_state = None
+    Yp = _packed_to_padded(ops, Y, Xp)
+
+    def backprop(dYp: Padded) -> Padded:
+        if fwd_state is None:
+            raise ValueError(
+                f"Cannot backprop through model '{model.name}': it was run with is_train=False. "
+                f"Use model.begin_update(X) to get a usable backprop callback."
+            )
+        dYr = _padded_to_packed(ops, dYp, dtype=LSTM.dtype)
+        dX, dLSTM = ops.backprop_lstm(dYr.data, dYr.lengths, LSTM, fwd_state)
+        if mask is not None:
+            dLSTM *= mask
+        model.inc_grad("LSTM", dLSTM)
+        return _packed_to_padded(ops, dX, dYp)
+
+    return Yp, backprop
+
+
+def _check_input(model: Model, Xp: Any) -> None:
+    if not isinstance(Xp, Padded):
+        raise TypeError(
+            f"Model '{model.name}' expects a Padded batch, got {type(Xp).__name__}. Wrap it with "
+            f"with_padded(...) or build one with ops.list2padded(sequences)."
+        )
+    nI = model.get_dim("nI")
+    if Xp.data.ndim != 3 or Xp.data.shape[2] != nI:
+        raise ValueError(
+            f"Model '{model.name}' expects Padded data of shape (nL, nB, {nI}) (nI={nI}), got "
+            f"{tuple(Xp.data.shape)}."
+        )
+    n_steps = int(Xp.lengths.sum()) if Xp.lengths.size else 0
+    n_rows = int(Xp.size_at_t.sum()) if Xp.size_at_t.size else 0
+    if n_steps != n_rows:
+        raise ValueError(
+            f"Model '{model.name}': inconsistent Padded batch: its lengths sum to {n_steps} but its "
+            f"size_at_t sums to {n_rows}."
+        )
+
+
+def _step_mask(ops: Ops, Xp: Padded) -> Any:
+    """(nL, nB) bool: which cells of the padded batch hold real rows."""
+    xp = ops.xp
+    size_at_t = xp.asarray(Xp.size_at_t)
+    return xp.arange(Xp.data.shape[1])[None, :] < size_at_t[:, None]
+
+
+def _padded_to_packed(ops: Ops, Xp: Padded, dtype: Any) -> Ragged:
+    """The real rows of a padded batch, time step after time step, with size_at_t as lengths.
+
+    The rows are cast to the weights' dtype, as the LSTM kernels need one float type.
+    """
+    # Boolean indexing walks (t, b) in row-major order: step 0's rows first.
+    packed = Xp.data[_step_mask(ops, Xp)]
+    return Ragged(ops.as_contig(packed, dtype=dtype), Xp.size_at_t)
+
+
+def _packed_to_padded(ops: Ops, packed: Any, Xp: Padded) -> Padded:
+    nL, nB = Xp.data.shape[:2]
+    Y = ops.alloc3f(nL, nB, packed.shape[1], dtype=packed.dtype)
+    Y[_step_mask(ops, Xp)] = packed
+    return Padded(Y, size_at_t=Xp.size_at_t, lengths=Xp.lengths, indices=Xp.indices)

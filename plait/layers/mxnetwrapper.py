@@ -1,0 +1,41 @@
+"""MXNetWrapper: wrap an MXNet Gluon block as a Model (not implemented yet in plait)."""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Tuple, Type
+
+from ..config import registry
+from ..model import Model
+from ..shims.mxnet import _unsupported
+from ..types import ArgsKwargs
+
+
+@registry.layers("MXNetWrapper.v1")
+def MXNetWrapper(
+    mxnet_model: Any,
+    convert_inputs: Optional[Callable] = None,
+    convert_outputs: Optional[Callable] = None,
+    model_class: Type[Model] = Model,
+    model_name: str = "mxnet",
+) -> Model[Any, Any]:
+    """Wrap an MXNet Gluon block as a Model."""
+    raise _unsupported("MXNetWrapper")
+
+
+def forward(model: Model, X: Any, is_train: bool) -> Tuple[Any, Callable]:
+    """The forward pass of a wrapped MXNet block."""
+    raise _unsupported("mxnetwrapper.forward")
+
+
+def convert_mxnet_default_inputs(
+    model: Model, X: Any, is_train: bool
+) -> Tuple[ArgsKwargs, Callable[[ArgsKwargs], Any]]:
+    """Convert plait arrays to MXNet NDArrays for a wrapped block."""
+    raise _unsupported("convert_mxnet_default_inputs")
+
+
+def convert_mxnet_default_outputs(model: Model, X_Ymxnet: Any, is_train: bool) -> Any:
+    """Convert a wrapped block's MXNet outputs to plait arrays."""
+    raise _unsupported("convert_mxnet_default_outputs")
+
+
+__all__ = ["MXNetWrapper"]
