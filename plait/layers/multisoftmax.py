@@ -1,6 +1,6 @@
 """MultiSoftmax: a dense layer whose outputs form several independent softmax groups."""
 import numbers
-from typing import Callable, Optional, Tuple, cast
+from typing import Callable, List, Optional, Tuple, Union, cast
 
 from ..config import registry
 from ..model import Model
@@ -13,7 +13,7 @@ OutT = Floats2d
 
 
 @registry.layers("MultiSoftmax.v1")
-def MultiSoftmax(nOs: Tuple[int, ...], nI: Optional[int] = None) -> Model[InT, OutT]:
+def MultiSoftmax(nOs: Union[Tuple[int, ...], List[int]], nI: Optional[int] = None) -> Model[InT, OutT]:
     """Predict several multi-class attributes at once.  (nB, nI) -> (nB, sum(nOs))
 
     The output columns are split into consecutive groups of the sizes in `nOs` and each

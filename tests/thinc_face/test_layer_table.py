@@ -13,6 +13,7 @@ import pytest
 
 import plait.layers  # noqa: F401  (registers every layer)
 from plait.config import Config, registry
+from plait.layers.resizable import resize_linear_weighted
 from plait.model import Model
 from plait.types import Padded, Ragged
 
@@ -88,9 +89,9 @@ TABLE: Dict[str, tuple] = {
     "ReluK.v1": ({"nO": nO, "k": 0.5}, _f2, {"split": "rows", "grad": True}),
     "ClippedLinear.v1": ({"nO": nO, "slope": 0.7, "offset": 0.1, "min_val": -0.5, "max_val": 0.5}, _f2, {"split": "rows", "grad": True}),
     "Maxout.v1": ({"nO": nO, "nP": 2, "normalize": True}, _f2, {"split": "rows", "grad": True}),
-    "Softmax.v1": ({"nO": nO}, _f2, {"split": "rows", "grad": True}),
-    "Softmax.v2": ({"nO": nO, "temperature": 0.7}, _f2, {"split": "rows", "grad": True}),
-    "MultiSoftmax.v1": ({"nOs": [2, 3]}, _f2, {"split": "rows", "grad": True}),
+    "Softmax.v1": ({"nO": nO}, _f2, {"split": "rows", "grad": "xent"}),
+    "Softmax.v2": ({"nO": nO, "temperature": 0.7}, _f2, {"split": "rows", "grad": "xent"}),
+    "MultiSoftmax.v1": ({"nOs": [2, 3]}, _f2, {"split": "rows", "grad": "xent", "groups": (2, 3)}),
     "LayerNorm.v1": ({}, _f2, {"split": "rows", "grad": True}),
     "Logistic.v1": ({}, _f2, {"split": "rows"}),
     "sigmoid_activation.v1": ({}, _f2, {"split": "rows"}),
@@ -100,7 +101,7 @@ TABLE: Dict[str, tuple] = {
     # --- embeddings, sparse, sequence ---------------------------------------------
     "Embed.v1": ({"nO": nO, "nV": 20}, lambda: _ints1d(), {"split": "rows", "grad": True}),
     "HashEmbed.v1": ({"nO": nO, "nV": 20, "seed": 3}, lambda: _ints1d(high=10**6), {"split": "rows", "grad": True}),
-    "StaticVectors.v1": ({"nO": nO}, lambda: _ints1d(high=10), {"split": "rows", "grad": True, "static_vectors": True}),
+    "StaticVectors.v1": ({"nO": nO, "vectors": rng.uniform(-1, 1, (10, nI)).astype("f")}, lambda: _ints1d(high=10), {"split": "rows", "grad": True}),
     "SparseLinear.v1": ({"nO": nO, "length": 64}, _sparse_input, {"split": None, "grad": True}),
     "SparseLinear.v2": ({"nO": nO, "length": 64}, _sparse_input, {"split": None, "grad": True}),
     "ParametricAttention.v1": ({"nO": nI}, _ragged, {"split": "ragged", "grad": True}),
@@ -113,20 +114,20 @@ TABLE: Dict[str, tuple] = {
     "reduce_max.v1": ({}, _ragged, {"split": "ragged"}),
     "reduce_mean.v1": ({}, _ragged, {"split": "ragged"}),
     "reduce_sum.v1": ({}, _ragged, {"split": "ragged"}),
-    "premap_ids.v1": ({"mapping_table": {"1": 0, "2": 1}}, lambda: numpy.array([1, 2, 5], dtype="uint64"), {"split": "rows", "no_grad_input": True}),
+    "premap_ids.v1": ({"mapping_table": {1: 0, 2: 1}}, lambda: numpy.array([1, 2, 5], dtype="int64"), {"split": "rows", "no_grad_input": True}),
     "remap_ids.v1": ({"mapping_table": {"a": 1, "b": 2}}, lambda: ["a", "b", "z"], {"split": "items", "no_grad_input": True}),
     "remap_ids.v2": ({"mapping_table": {"1": 0, "2": 1}}, lambda: numpy.array([1, 2, 5], dtype="uint64"), {"split": "rows", "no_grad_input": True}),
     "uniqued.v1": ({"layer": _layer("Embed.v1", nO=nO, nV=20, column=0), "column": 0}, lambda: _ints2d(high=4), {"split": "rows", "grad": True}),
-    "resizable.v1": ({"layer": _layer("Softmax.v2", nO=nO), "resize_layer": {"@layers": "resize_linear_weighted.v1"}}, _f2, {"split": "rows", "grad": True}),
+    "resizable.v1": ({"layer": _layer("Softmax.v2", nO=nO), "resize_layer": resize_linear_weighted}, _f2, {"split": "rows", "grad": "xent"}),
     # --- combinators -----------------------------------------------------------------
     "chain.v1": ({"*": {"a": _relu(5), "b": _layer("Linear.v1", nO=nO)}}, _f2, {"split": "rows", "grad": True}),
     "add.v1": ({"*": {"a": _relu(), "b": _layer("Linear.v1", nO=nO)}}, _f2, {"split": "rows", "grad": True}),
     "concatenate.v1": ({"*": {"a": _relu(), "b": _layer("Linear.v1", nO=2)}}, _f2, {"split": "rows", "grad": True}),
     "clone.v1": ({"orig": _relu(nI), "n": 2}, _f2, {"split": "rows", "grad": True}),
     "residual.v1": ({"layer": _relu(nI)}, _f2, {"split": "rows", "grad": True}),
-    "noop.v1": ({}, _f2, {"split": "rows"}),
+    "noop.v1": ({"*": {"unused": _relu()}}, _f2, {"split": "rows"}),
     "tuplify.v1": ({"*": {"a": _relu(), "b": _layer("Linear.v1", nO=2)}}, _f2, {"split": "rows", "grad": True}),
-    "siamese.v1": ({"layer": _relu(nI), "similarity": _layer("CauchySimilarity.v1")}, lambda: (_f2(), _f2()), {"split": "items", "grad": True}),
+    "siamese.v1": ({"layer": _relu(nI, nI=nI), "similarity": _layer("CauchySimilarity.v1")}, lambda: (_f2(), _f2()), {"split": "items", "grad": True}),
     "bidirectional.v1": ({"l2r": _layer("LSTM.v1", nO=nO, nI=nI)}, _padded, {"split": "padded", "grad": True}),
     # --- data type transfers -----------------------------------------------------------
     "list2array.v1": ({}, _list_f2, {"split": None}),
@@ -140,7 +141,12 @@ TABLE: Dict[str, tuple] = {
     "with_list.v1": ({"layer": _layer("with_array.v1", layer=_relu())}, _padded, {"split": "padded", "grad": True}),
     "with_padded.v1": ({"layer": _layer("LSTM.v1", nO=nO, nI=nI)}, _list_f2, {"split": "items", "grad": True}),
     "with_ragged.v1": ({"layer": _layer("ParametricAttention.v1", nO=nI)}, _list_f2, {"split": "items", "grad": True}),
-    "with_flatten.v1": ({"layer": _layer("with_array.v1", layer=_relu())}, lambda: [_list_f2(), _list_f2()[:2]], {"split": "items", "grad": True}),
+    # v1's inner layer maps the flat list of items to one array, split back by item count.
+    "with_flatten.v1": (
+        {"layer": _layer("chain.v1", **{"*": {"a": _layer("list2array.v1"), "b": _relu()}})},
+        lambda: [[_f2(1) for _ in range(3)], [_f2(1) for _ in range(2)]],
+        {"split": "items", "grad": True},
+    ),
     "with_flatten.v2": ({"layer": _layer("with_array.v1", layer=_relu())}, lambda: [_list_f2(), _list_f2()[:2]], {"split": "items", "grad": True}),
     "with_getitem.v1": ({"idx": 1, "layer": _relu(nI)}, lambda: (_f2(), _f2()), {"split": "items", "grad": True}),
     "with_reshape.v1": ({"layer": _relu(nI)}, lambda: rng.uniform(-1, 1, (nB, 3, nI)).astype("f"), {"split": "rows", "grad": True}),
@@ -159,10 +165,7 @@ _FLOAT_KINDS = ("f",)
 
 def _build(name: str) -> Model:
     args, _, opts = TABLE[name]
-    model = registry.resolve(Config({"model": {"@layers": name, **args}}))["model"]
-    if opts.get("static_vectors"):
-        model.set_param("E", rng.uniform(-1, 1, (10, nI)).astype("f")) if model.has_param("E") is not False else None
-    return model
+    return registry.resolve(Config({"model": {"@layers": name, **args}}))["model"]
 
 
 def _build_and_init(name: str):
@@ -285,18 +288,47 @@ def test_batch_equals_items_one_at_a_time(name):
         numpy.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-4, atol=1e-5)
 
 
-def _loss(model: Model, X: Any, weights: List[numpy.ndarray]) -> float:
+def _to_float64(model: Model, X: Any) -> Any:
+    """Params and float inputs in float64, so central differences are accurate."""
+    for node in model.walk():
+        for pname in node.param_names:
+            if node.has_param(pname):
+                node.set_param(pname, node.get_param(pname).astype("float64"))
+    return _map_floats(X, lambda a: a.astype("float64"))
+
+
+def _softmax_groups(Y: numpy.ndarray, groups) -> List[numpy.ndarray]:
+    starts = numpy.cumsum([0, *groups])
+    return [Y[:, starts[i] : starts[i + 1]] for i in range(len(groups))]
+
+
+def _loss(model: Model, X: Any, weights: List[numpy.ndarray], opts: Dict[str, Any]) -> float:
     Y = model.predict(X)
-    return float(sum((a.astype("float64") * w).sum() for a, w in zip(_float_arrays(Y), weights)))
+    if opts["grad"] == "xent":
+        # Softmax layers backprop (Y - T), the gradient of cross-entropy w.r.t. the logits.
+        groups = opts.get("groups", (Y.shape[1],))
+        return float(
+            sum(-(t * numpy.log(y)).sum() for y, t in zip(_softmax_groups(Y, groups), _softmax_groups(weights[0], groups)))
+        )
+    return float(sum((a * w).sum() for a, w in zip(_float_arrays(Y), weights)))
 
 
 @pytest.mark.parametrize("name", sorted(n for n, (_, _, o) in TABLE.items() if o.get("grad")))
 def test_param_gradients_numerically(name):
     model, X, opts = _build_and_init(name)
+    X = _to_float64(model, X)
     Y, backprop = model(X, is_train=True)
-    weights = [rng.uniform(-1, 1, a.shape) for a in _float_arrays(Y)]
-    it = iter(weights)
-    backprop(_map_floats(Y, lambda a: next(it).astype(a.dtype)))
+    if opts["grad"] == "xent":
+        groups = opts.get("groups", (Y.shape[1],))
+        targets = numpy.concatenate(
+            [numpy.eye(n)[rng.integers(0, n, Y.shape[0])] for n in groups], axis=1
+        )
+        weights = [targets]
+        backprop(Y - targets)
+    else:
+        weights = [rng.uniform(-1, 1, a.shape) for a in _float_arrays(Y)]
+        it = iter(weights)
+        backprop(_map_floats(Y, lambda a: next(it).astype(a.dtype)))
     checked = 0
     for node in model.walk():
         for pname in node.param_names:
@@ -307,15 +339,15 @@ def test_param_gradients_numerically(name):
             flat = param.reshape(-1)
             for index in rng.choice(flat.size, size=min(4, flat.size), replace=False):
                 original = float(flat[index])
-                eps = 1e-2 * max(1.0, abs(original))
+                eps = 1e-6
                 flat[index] = original + eps
-                up = _loss(model, X, weights)
+                up = _loss(model, X, weights, opts)
                 flat[index] = original - eps
-                down = _loss(model, X, weights)
+                down = _loss(model, X, weights, opts)
                 flat[index] = original
                 numeric = (up - down) / (2 * eps)
                 analytic = float(grad.reshape(-1)[index])
-                assert abs(numeric - analytic) <= 2e-2 * max(1.0, abs(numeric)), (
+                assert abs(numeric - analytic) <= 1e-4 * max(1.0, abs(numeric)), (
                     f"{name}: d(loss)/d({node.name}.{pname})[{index}] is {analytic}, numerically {numeric}"
                 )
                 checked += 1
@@ -350,6 +382,27 @@ def test_table_covers_every_registered_layer():
 
 # Layers that thinc 8.3 lacks or whose thinc version cannot run here.
 _NOT_IN_THINC = {"StaticVectors.v1", "resizable.v1"}
+# Thinc 8.3 bugs plait does not copy; the comparison is adjusted to what still must agree.
+# MultiSoftmax: thinc returns raw logits (its softmax ignores inplace=True), and its config
+# rejects a list for nOs. bidirectional: thinc never reverses the r2l input (data[::1]),
+# so only the l2r half of the output can agree.
+_THINC_ARGS = {"MultiSoftmax.v1": {"nOs": (2, 3)}}
+
+
+def _adjust_theirs(name: str, theirs: List[numpy.ndarray], ours: List[numpy.ndarray]):
+    if name == "MultiSoftmax.v1":
+        fixed = []
+        for y in theirs:
+            parts = []
+            for part in (y[:, :2], y[:, 2:]):
+                e = numpy.exp(part - part.max(axis=1, keepdims=True))
+                parts.append(e / e.sum(axis=1, keepdims=True))
+            fixed.append(numpy.concatenate(parts, axis=1))
+        return fixed, ours
+    if name == "bidirectional.v1":
+        half = theirs[0].shape[-1] // 2
+        return [t[..., :half] for t in theirs], [o[..., :half] for o in ours]
+    return theirs, ours
 
 
 def _to_thinc(value: Any) -> Any:
@@ -385,19 +438,22 @@ def test_thinc_weights_load_into_plait_and_back(name):
         pytest.skip(opts["skip"])
     X = make_X()
     numpy.random.seed(1)
-    theirs = thinc_api.registry.resolve(thinc_api.Config({"model": {"@layers": name, **args}}))["model"]
+    theirs_args = {**args, **_THINC_ARGS.get(name, {})}
+    theirs = thinc_api.registry.resolve(thinc_api.Config({"model": {"@layers": name, **theirs_args}}))["model"]
     theirs.initialize(X=_to_thinc(X))
     ours = _build(name)
     ours.initialize(X=X)
     # thinc -> plait
     assert ours.can_from_bytes(theirs.to_bytes())
     ours.from_bytes(theirs.to_bytes())
-    for a, b in zip(_outputs(ours.predict(X)), _outputs(theirs.predict(_to_thinc(X))), strict=True):
+    expected, got = _adjust_theirs(name, _outputs(theirs.predict(_to_thinc(X))), _outputs(ours.predict(X)))
+    for a, b in zip(got, expected, strict=True):
         numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     # plait -> thinc: fresh random weights on our side, loaded by thinc.
     fresh = _build(name)
     numpy.random.seed(2)
     fresh.initialize(X=X)
     theirs.from_bytes(fresh.to_bytes())
-    for a, b in zip(_outputs(fresh.predict(X)), _outputs(theirs.predict(_to_thinc(X))), strict=True):
+    expected, got = _adjust_theirs(name, _outputs(theirs.predict(_to_thinc(X))), _outputs(fresh.predict(X)))
+    for a, b in zip(got, expected, strict=True):
         numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
