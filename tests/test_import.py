@@ -60,3 +60,19 @@ def test_import_time_of_backends_is_reported(capsys):
             f"\n[import time] import plait.backends: {seconds * 1000:.1f} ms wall "
             f"(-X importtime cumulative: {cumulative_us / 1000:.1f} ms)"
         )
+
+
+def test_thinc_face_imports_leave_frameworks_out():
+    # plait.api pulls in confection (and so pydantic) for the config system, but no
+    # deep-learning framework: the wrappers import theirs only when used.
+    frameworks = tuple(m for m in HEAVY if m != "pydantic")
+    code = (
+        "import json, sys, numpy\n"
+        "import plait.api, plait.layers, plait.shims, plait.optimizers, plait.loss\n"
+        "from plait.api import chain, Relu, Softmax, Adam, registry\n"
+        "m = chain(Relu(4), Softmax(2)).initialize(X=numpy.zeros((2, 3), 'f'))\n"
+        "registry.layers.get_all()\n"
+        f"print(json.dumps(sorted(m for m in {frameworks!r} if m in sys.modules)))\n"
+    )
+    loaded = json.loads(_run_python(code).stdout.strip().splitlines()[-1])
+    assert loaded == []
