@@ -4,8 +4,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-import os
-import tempfile
 import threading
 from contextvars import ContextVar
 from pathlib import Path
@@ -23,7 +21,6 @@ from typing import (
     Tuple,
     TypeVar,
     Union,
-    cast,
 )
 
 import srsly
@@ -37,6 +34,7 @@ from .util import (
     is_xp_array,
     to_numpy,
     validate_fwd_input_output,
+    _write_bytes_atomically,
 )
 
 if TYPE_CHECKING:
@@ -664,19 +662,7 @@ class Model(Generic[InT, OutT]):
 
     def to_disk(self, path: Union[Path, str]) -> None:
         """Write to_bytes output to `path`, atomically: a crash never leaves a partial file."""
-        path = Path(path)
-        data = self.to_bytes()
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as file_:
-                file_.write(data)
-                file_.flush()
-                os.fsync(file_.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(tmp)
-            raise
+        _write_bytes_atomically(path, self.to_bytes())
 
     def from_disk(self, path: Union[Path, str]) -> "Model":
         path = Path(path)

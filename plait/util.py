@@ -649,6 +649,27 @@ def make_tempfile(mode: str = "r") -> Iterator[Any]:
             os.remove(handle.name)
 
 
+def _write_bytes_atomically(path: Union[str, "os.PathLike[str]"], data: bytes) -> None:
+    """Write `data` to `path` so that readers see the old file or the new one, never a part.
+
+    The bytes go to a temporary file in the same folder, are flushed to disk, and the
+    temporary file is renamed over `path`; on any failure it is removed.
+    """
+    path = os.fspath(path)
+    folder = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as file_:
+            file_.write(data)
+            file_.flush()
+            os.fsync(file_.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
+
+
 @contextlib.contextmanager
 def data_validation(validation: bool) -> Iterator[None]:
     """Turn data validation (DATA_VALIDATION) on or off for the block, in this context only."""

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import os
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Tuple, Union
+
+from ..util import _write_bytes_atomically
 
 
 class Shim:
@@ -65,17 +65,7 @@ class Shim:
         raise self._missing("to_device")
 
     def to_disk(self, path: Union[str, Path]) -> None:
-        data = self.to_bytes()
-        path = Path(path)
-        fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.")
-        try:
-            with os.fdopen(fd, "wb") as file_:
-                file_.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(tmp)
-            raise
+        _write_bytes_atomically(path, self.to_bytes())
 
     def from_disk(self, path: Union[str, Path]) -> "Shim":
         with Path(path).open("rb") as file_:
