@@ -1,15 +1,11 @@
 """ClippedLinear and its presets (HardSigmoid, HardTanh, ReluK): a dense layer, then clip(Z * slope + offset)."""
-from typing import Callable, Optional, Tuple, cast
+from typing import Callable, Optional, Tuple
 
 from ..config import registry
-from ..initializers import glorot_uniform_init, zero_init
+from ..initializers import glorot_uniform_init
 from ..model import Model
-from ..types import Floats1d, Floats2d
-from ..util import partial
-from .chain import chain
-from .dropout import Dropout
-from .layernorm import LayerNorm
-from .linear import _backprop_affine, _check_input, _init_affine
+from ..types import Floats2d
+from ._dense import _dense_forward, _dense_model
 
 
 @registry.layers("ClippedLinear.v1")
@@ -36,42 +32,22 @@ def ClippedLinear(
         raise ValueError(
             f"ClippedLinear: min_val ({min_val}) must not exceed max_val ({max_val})."
         )
-    if init_W is None:
-        init_W = glorot_uniform_init
-    if init_b is None:
-        init_b = zero_init
-    model: Model[Floats2d, Floats2d] = Model(
-        "clipped_linear",
-        forward,
-        init=partial(_init_affine, init_W, init_b),
-        dims={"nO": nO, "nI": nI},
-        params={"W": None, "b": None},
+    return _dense_model(
+        "clipped_linear", forward, nO, nI, init_W, init_b,
+        default_init_W=glorot_uniform_init, dropout=dropout, normalize=normalize,
         attrs={"slope": slope, "offset": offset, "min_val": min_val, "max_val": max_val},
     )
-    if normalize:
-        model = chain(model, LayerNorm(nI=nO))
-    if dropout is not None:
-        model = chain(model, Dropout(dropout))
-    return model
 
 
 def forward(model: Model[Floats2d, Floats2d], X: Floats2d, is_train: bool) -> Tuple[Floats2d, Callable]:
     # The constants are read at call time, so editing the attrs changes the activation.
-    slope = model.attrs["slope"]
-    offset = model.attrs["offset"]
-    min_val = model.attrs["min_val"]
-    max_val = model.attrs["max_val"]
-    W = cast(Floats2d, model.get_param("W"))
-    b = cast(Floats1d, model.get_param("b"))
-    _check_input(model, X, W.shape[1])
-    Z = model.ops.affine(X, W, b)  # (nB, nO), kept for the gradient
-    Y = model.ops.clipped_linear(Z, slope, offset, min_val, max_val)
-
-    def backprop(dY: Floats2d) -> Floats2d:
-        dZ = model.ops.backprop_clipped_linear(dY, Z, slope, offset, min_val, max_val)
-        return _backprop_affine(model, X, W, dZ)
-
-    return Y, backprop
+    consts = (model.attrs["slope"], model.attrs["offset"], model.attrs["min_val"], model.attrs["max_val"])
+    ops = model.ops
+    return _dense_forward(
+        model, X,
+        lambda Z: ops.clipped_linear(Z, *consts),
+        lambda dY, Z, Y: ops.backprop_clipped_linear(dY, Z, *consts),
+    )
 
 
 @registry.layers("HardSigmoid.v1")

@@ -1,12 +1,13 @@
 """Sigmoid: a dense layer followed by the logistic function, an output layer for multi-label tasks."""
-from typing import Callable, Optional, Tuple, cast
+from typing import Callable, Optional, Tuple
 
 from ..config import registry
 from ..initializers import zero_init
 from ..model import Model
-from ..types import Floats1d, Floats2d
+from ..types import Floats2d
 from ..util import partial
-from .linear import _backprop_affine, _check_input, _init_affine_keep_dims
+from ._dense import _dense_forward
+from .linear import _init_affine_keep_dims
 
 InT = Floats2d
 OutT = Floats2d
@@ -39,12 +40,7 @@ def Sigmoid(
 
 
 def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Callable]:
-    W = cast(Floats2d, model.get_param("W"))
-    b = cast(Floats1d, model.get_param("b"))
-    _check_input(model, X, W.shape[1])
-    Y = model.ops.sigmoid(model.ops.affine(X, W, b), inplace=True)
-
-    def backprop(dY: OutT) -> InT:
-        return _backprop_affine(model, X, W, model.ops.backprop_sigmoid(dY, Y))
-
-    return Y, backprop
+    ops = model.ops
+    return _dense_forward(
+        model, X, lambda Z: ops.sigmoid(Z, inplace=True), lambda dY, Z, Y: ops.backprop_sigmoid(dY, Y)
+    )

@@ -2,6 +2,7 @@
 presets, Softmax, MultiSoftmax, LayerNorm, Maxout, CauchySimilarity and the parameter-free
 activations (Logistic, sigmoid_activation, softmax_activation)."""
 import math
+import pickle
 
 import numpy
 import pytest
@@ -481,6 +482,43 @@ def test_to_bytes_round_trip():
     loaded = MultiSoftmax((2, 3)).from_bytes(ms.to_bytes())
     assert list(loaded.attrs["nOs"]) == [2, 3]
     numpy.testing.assert_array_equal(loaded.predict(X), ms.predict(X))
+
+
+@pytest.mark.parametrize("name", WITH_EXTRAS + ["Sigmoid"])
+def test_dense_layers_pickle_and_copy(name):
+    factory, node_name, _, _ = DENSE[name]
+    kwargs = {} if name == "Sigmoid" else {"normalize": True, "dropout": 0.1}
+    rng = _rng(3)
+    X = rng.normal(size=(nB, nI)).astype("float32")
+    model = _randomize(factory(nO, nI, **kwargs).initialize(X=X), rng)
+    expected = model.predict(X)
+    for other in (pickle.loads(pickle.dumps(model)), model.copy()):
+        assert [n.name for n in other.walk()] == [n.name for n in model.walk()]
+        numpy.testing.assert_array_equal(other.predict(X), expected)
+        Y, backprop = other.begin_update(X)
+        dX = backprop(numpy.ones_like(Y))
+        assert dX.shape == X.shape
+        dense = next(n for n in other.walk() if n.name == node_name)
+        assert dense.get_grad("W").shape == (nO, nI) and numpy.any(dense.get_grad("W") != 0)
+    # The copy owns its weights: training it leaves the original alone.
+    copy = model.copy()
+    dense = next(n for n in copy.walk() if n.name == node_name)
+    dense.get_param("W")[...] += 1.0
+    numpy.testing.assert_array_equal(model.predict(X), expected)
+
+
+def test_clipped_linear_reads_its_attrs_at_call_time():
+    X = _rng().normal(size=(nB, nI)).astype("float32")
+    model = _randomize(ClippedLinear(nO, nI, min_val=-9.0, max_val=9.0).initialize(X=X), _rng(2))
+    W, b = model.get_param("W"), model.get_param("b")
+    model.attrs["slope"] = 2.0
+    model.attrs["max_val"] = 0.25
+    expected = numpy.clip(2.0 * (X @ W.T + b), -9.0, 0.25)
+    Y, backprop = model.begin_update(X)
+    numpy.testing.assert_allclose(Y, expected, rtol=1e-6)
+    # The gradient uses the edited constants too: 2 inside the clip window, 0 outside it.
+    dZ = numpy.where((2.0 * (X @ W.T + b) > -9.0) & (2.0 * (X @ W.T + b) < 0.25), 2.0, 0.0)
+    numpy.testing.assert_allclose(backprop(numpy.ones_like(Y)), dZ @ W, rtol=1e-5, atol=1e-6)
 
 
 REGISTERED = {
