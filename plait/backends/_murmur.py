@@ -10,12 +10,18 @@ up the same rows here:
 
 The `xp` versions below use whole-array uint64 arithmetic only, so that they run unchanged
 on cupy; NumpyOps swaps in the Cython kernels of `_kernels_cpu/hashing.pyx`.
+
+MurmurHash3_x86_32, which the hashing layers use, lives here too:
+`murmur3_x86_32_uint64` (SparseLinear's 8-byte keys, any `xp`) and
+`murmur3_x86_32_bytes` (strings2arrays' UTF-8 tokens, numpy).
 """
 from __future__ import annotations
 
 import contextlib
 import operator
-from typing import Any
+from typing import Any, Sequence
+
+import numpy
 
 try:
     from ._kernels_cpu import hashing as _cpu_kernels
@@ -33,6 +39,13 @@ _FMIX_2 = 0xC4CEB9FE1A85EC53
 # MurmurHash64A multiplier and shift.
 _M64A_M = 0xC6A4A7935BD1E995
 _M64A_R = 47
+
+# MurmurHash3_x86_32 block constants, and the fmix32 finalizer's multipliers.
+_X86_C1 = 0xCC9E2D51
+_X86_C2 = 0x1B873593
+_X86_ROUND_ADD = 0xE6546B64
+_FMIX32_1 = 0x85EBCA6B
+_FMIX32_2 = 0xC2B2AE35
 
 _KEY_BYTES = 8
 
@@ -111,6 +124,96 @@ def murmur64a_ngrams(xp, keys, n: int):
         h *= m
         h ^= h >> r
     return h
+
+
+def _rotl32(xp, x, r: int):
+    """Rotate each word of the uint32 array x left by r bits, in place."""
+    u32 = xp.uint32
+    carried = x >> u32(32 - r)
+    x <<= u32(r)
+    x |= carried
+    return x
+
+
+def _x86_32_scramble(xp, k):
+    """Scramble 4-byte words (blocks, or zero-padded tails), in place on a fresh uint32 array."""
+    k *= xp.uint32(_X86_C1)
+    _rotl32(xp, k, 15)
+    k *= xp.uint32(_X86_C2)
+    return k
+
+
+def _x86_32_fold(xp, h, k):
+    """Fold one scrambled full block per row into the uint32 state h, in place."""
+    h ^= k
+    _rotl32(xp, h, 13)
+    h *= xp.uint32(5)
+    h += xp.uint32(_X86_ROUND_ADD)
+    return h
+
+
+def _x86_32_finish(xp, h, n_bytes):
+    """Fold in the input length (uint32 scalar or array), then the fmix32 avalanche; in place."""
+    u32 = xp.uint32
+    h ^= n_bytes
+    h ^= h >> u32(16)
+    h *= u32(_FMIX32_1)
+    h ^= h >> u32(13)
+    h *= u32(_FMIX32_2)
+    h ^= h >> u32(16)
+    return h
+
+
+def murmur3_x86_32_uint64(xp, keys, seed: int):
+    """MurmurHash3_x86_32 of each key's 8 little-endian bytes: (N,) uint64 -> (N,) uint32.
+
+    `keys` must be a 1d uint64 array of `xp` and `seed` an int in [0, 2**32); neither is
+    checked here.
+    """
+    u64 = xp.uint64
+    with _wrapping(xp):
+        h = xp.full(keys.shape, seed, dtype=xp.uint32)
+        # Two full blocks, low word first (little-endian), and no tail.
+        for word in (keys & u64(0xFFFFFFFF), keys >> u64(32)):
+            _x86_32_fold(xp, h, _x86_32_scramble(xp, word.astype(xp.uint32)))
+        return _x86_32_finish(xp, h, xp.uint32(_KEY_BYTES))
+
+
+def murmur3_x86_32_bytes(items: Sequence[bytes], seed: int = 0) -> numpy.ndarray:
+    """MurmurHash3_x86_32 of each byte string: N bytes objects -> (N,) uint32, on numpy.
+
+    Vectorised across the strings: step j folds the j-th block of every string that has
+    one. `seed` must be an int in [0, 2**32); not checked here.
+    """
+    n_bytes = numpy.fromiter(map(len, items), dtype=numpy.int64, count=len(items))
+    n_blocks = n_bytes // 4
+    # Every string is zero-padded to n_blocks + 1 words, so that its word n_blocks is its
+    # tail; a string without a tail gets an all-zero word there, which scrambles to 0 and
+    # leaves the state unchanged, so no string needs a branch.
+    n_words = n_blocks + 1
+    starts = numpy.cumsum(n_words) - n_words  # first word of each string
+    padded = numpy.zeros(4 * int(n_words.sum()), dtype=numpy.uint8)
+    # Each byte moves by its string's offset between the packed and the padded layout.
+    shift = numpy.repeat(4 * starts - (numpy.cumsum(n_bytes) - n_bytes), n_bytes)
+    padded[numpy.arange(shift.shape[0]) + shift] = numpy.frombuffer(b"".join(items), dtype=numpy.uint8)
+    words = padded.view("<u4").astype(numpy.uint32)
+    # Sorted by block count, the strings that still have a j-th block form a suffix.
+    order = numpy.argsort(n_blocks, kind="stable")
+    n_blocks = n_blocks[order]
+    starts = starts[order]
+    h = numpy.full(len(items), seed, dtype=numpy.uint32)
+    with _wrapping(numpy):
+        # A word's scramble does not depend on the state, so all of them are done at once;
+        # only the folds run one block position at a time.
+        k = _x86_32_scramble(numpy, words)
+        for j in range(int(n_blocks[-1]) if len(items) else 0):
+            first = int(numpy.searchsorted(n_blocks, j, side="right"))
+            _x86_32_fold(numpy, h[first:], k[starts[first:] + j])  # h[first:] is a view
+        h ^= k[starts + n_blocks]  # the tails
+        _x86_32_finish(numpy, h, n_bytes[order].astype(numpy.uint32))
+    out = numpy.empty_like(h)
+    out[order] = h
+    return out
 
 
 def _as_keys(ops, data: Any, argname: str, where: str):

@@ -1,9 +1,9 @@
 """SparseLinear: a linear layer over hashed sparse features (the "hashing trick")."""
 from __future__ import annotations
 
-import contextlib
 from typing import Any, Callable, Optional, Tuple
 
+from ..backends._murmur import murmur3_x86_32_uint64
 from ..config import registry
 from ..model import Model
 from ..types import ArrayXd
@@ -11,13 +11,6 @@ from ..util import get_width
 
 InT = Tuple[ArrayXd, ArrayXd, ArrayXd]
 OutT = ArrayXd
-
-# MurmurHash3_x86_32 constants (block mixing, then the fmix32 finalizer).
-_C1 = 0xCC9E2D51
-_C2 = 0x1B873593
-_FMIX_1 = 0x85EBCA6B
-_FMIX_2 = 0xC2B2AE35
-_ROUND_ADD = 0xE6546B64
 
 
 @registry.layers("SparseLinear.v1")
@@ -145,7 +138,7 @@ def _weight_slots(xp: Any, keys: Any, nO: int, length: int, v1_indexing: bool) -
     classes = xp.arange(nO, dtype="int64")[None, :]
     slots = []
     for seed in (0, 1):
-        h = _murmur3_x86_32_uint64(xp, keys, seed)
+        h = murmur3_x86_32_uint64(xp, keys, seed)
         if v1_indexing:
             # NOTE: v1 masks with length - 1 and offsets by the class, as Thinc's v1 did.
             idx = (h & xp.uint32((length - 1) & 0xFFFFFFFF)).astype("int64")
@@ -155,26 +148,3 @@ def _weight_slots(xp: Any, keys: Any, nO: int, length: int, v1_indexing: bool) -
             slots.append(classes * length + idx[:, None])
     return xp.stack(slots) if keys.shape[0] else xp.zeros((2, 0, nO), dtype="int64")
 
-
-def _murmur3_x86_32_uint64(xp: Any, keys: Any, seed: int) -> Any:
-    """MurmurHash3_x86_32 of each key's 8 little-endian bytes: (N,) uint64 -> (N,) uint32."""
-    u32 = xp.uint32
-    errstate = getattr(xp, "errstate", None)
-    # uint32 overflow is the intended modular arithmetic here.
-    with errstate(over="ignore") if errstate is not None else contextlib.nullcontext():
-        h = xp.full(keys.shape, seed, dtype="uint32")
-        for half in (keys & xp.uint64(0xFFFFFFFF), keys >> xp.uint64(32)):
-            k = half.astype("uint32")
-            k *= u32(_C1)
-            k = (k << u32(15)) | (k >> u32(17))
-            k *= u32(_C2)
-            h ^= k
-            h = (h << u32(13)) | (h >> u32(19))
-            h = h * u32(5) + u32(_ROUND_ADD)
-        h ^= u32(8)
-        h ^= h >> u32(16)
-        h *= u32(_FMIX_1)
-        h ^= h >> u32(13)
-        h *= u32(_FMIX_2)
-        h ^= h >> u32(16)
-    return h

@@ -1,7 +1,8 @@
-"""Ops.hash / Ops.ngrams: MurmurHash3_x64_128 and MurmurHash64A, bit-identical to Thinc 8.3.
+"""Ops.hash / Ops.ngrams: MurmurHash3_x64_128 and MurmurHash64A, bit-identical to Thinc 8.3;
+and the MurmurHash3_x86_32 helpers behind the SparseLinear and strings2arrays layers.
 
-The vector tables were produced once by thinc 8.3.14's NumpyOps and are pasted here as
-literals, so that they run without thinc installed.
+The vector tables were produced once by thinc 8.3.14's NumpyOps (and, for x86_32, by its
+murmurhash dependency) and are pasted here as literals, so that they run without thinc.
 """
 import subprocess
 import sys
@@ -514,6 +515,125 @@ def test_importing_murmur_pulls_in_no_gpu_or_framework_module():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+# ---------------------------------------------------------------------------------------
+# MurmurHash3_x86_32: the byte-string and uint64-key helpers the hashing layers use.
+
+U32_MAX = (1 << 32) - 1
+
+# (data, seed, murmurhash.mrmr.hash_bytes(data, seed) as uint32)
+X86_32_VECTORS = [
+    (b"", 0x0, 0x00000000),
+    (b"", 0x1, 0x514E28B7),
+    (b"", 0x9747B28C, 0xEBB6C228),
+    (b"a", 0x0, 0x3C2569B2),
+    (b"a", 0x9747B28C, 0x7FA09EA6),
+    (b"ab", 0x1, 0xB8079B46),
+    (b"abc", 0x0, 0xB3DD93FA),
+    (b"abcd", 0x0, 0x43ED676A),
+    (b"abcd", 0x9747B28C, 0xF0478627),
+    (b"abcde", 0x1, 0xFFACB11B),
+    (b"Hello, world!", 0x0, 0xC0363E43),
+    (b"Hello, world!", 0x9747B28C, 0x24884CBA),
+    (bytes(range(32)), 0x0, 0xCAC37638),
+    (bytes(range(32)), 0x1, 0x77DD5BB9),
+    ("h\u00e9llo \u65e5\u672c\u8a9e".encode("utf8"), 0x0, 0xBE15CE90),
+    ("h\u00e9llo \u65e5\u672c\u8a9e".encode("utf8"), 0x9747B28C, 0x0F2A6216),
+]
+
+
+def _rotl32(x, r):
+    return ((x << r) | (x >> (32 - r))) & U32_MAX
+
+
+def _py_murmur3_x86_32(data: bytes, seed: int) -> int:
+    c1, c2 = 0xCC9E2D51, 0x1B873593
+    h = seed
+    n_blocks = len(data) // 4
+    for i in range(n_blocks):
+        k = int.from_bytes(data[4 * i : 4 * i + 4], "little")
+        h ^= (_rotl32((k * c1) & U32_MAX, 15) * c2) & U32_MAX
+        h = (_rotl32(h, 13) * 5 + 0xE6546B64) & U32_MAX
+    tail = data[4 * n_blocks :]
+    if tail:
+        h ^= (_rotl32((int.from_bytes(tail, "little") * c1) & U32_MAX, 15) * c2) & U32_MAX
+    h ^= len(data)
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & U32_MAX
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & U32_MAX
+    return h ^ (h >> 16)
+
+
+def test_x86_32_python_reference_matches_smhasher_and_vectors():
+    assert _smhasher_verification(lambda d, s: _py_murmur3_x86_32(d, s).to_bytes(4, "little")) == 0xB0F57EE3
+    for data, seed, expected in X86_32_VECTORS:
+        assert _py_murmur3_x86_32(data, seed) == expected, (data, seed)
+
+
+def test_x86_32_bytes_vectors_in_one_batch():
+    for seed in sorted({s for _, s, _ in X86_32_VECTORS}):
+        rows = [(d, h) for d, s, h in X86_32_VECTORS if s == seed]
+        out = _murmur.murmur3_x86_32_bytes([d for d, _ in rows], seed)
+        assert isinstance(out, numpy.ndarray) and out.dtype == numpy.uint32 and out.shape == (len(rows),)
+        assert [int(v) for v in out] == [h for _, h in rows], f"seed={seed:#x}"
+
+
+def test_x86_32_bytes_empty_batch_and_smhasher_verification():
+    out = _murmur.murmur3_x86_32_bytes([], 5)
+    assert out.dtype == numpy.uint32 and out.shape == (0,)
+    # The verification hashes 256 keys of every length 0..255 in one batch, then their digests.
+    key = bytes(range(256))
+    digests = _murmur.murmur3_x86_32_bytes([key[:i] for i in range(256)], 0)
+    assert [int(v) for v in digests] == [_py_murmur3_x86_32(key[:i], 0) for i in range(256)]
+    seeded = [int(_murmur.murmur3_x86_32_bytes([key[:i]], 256 - i)[0]) for i in range(256)]
+    joined = b"".join(h.to_bytes(4, "little") for h in seeded)
+    assert int(_murmur.murmur3_x86_32_bytes([joined], 0)[0]) == 0xB0F57EE3
+
+
+@settings(max_examples=60, deadline=None)
+@given(items=st.lists(st.binary(max_size=40), max_size=30), seed=st.integers(0, U32_MAX))
+def test_x86_32_bytes_matches_python_reference(items, seed):
+    # Mixed lengths exercise the per-step suffix of strings that still have a block,
+    # and the reordering back to the input order.
+    out = _murmur.murmur3_x86_32_bytes(items, seed)
+    assert [int(v) for v in out] == [_py_murmur3_x86_32(d, seed) for d in items]
+
+
+@settings(max_examples=60, deadline=None)
+@given(keys=_keys_st, seed=_seed_st)
+def test_x86_32_uint64_matches_python_reference(keys, seed):
+    arr = numpy.array(keys, dtype=numpy.uint64)
+    out = _murmur.murmur3_x86_32_uint64(numpy, arr, seed)
+    assert out.dtype == numpy.uint32 and out.shape == arr.shape
+    expected = [_py_murmur3_x86_32(k.to_bytes(8, "little"), seed) for k in keys]
+    assert [int(v) for v in out] == expected
+    assert [int(v) for v in _murmur.murmur3_x86_32_bytes([k.to_bytes(8, "little") for k in keys], seed)] == expected
+
+
+def test_x86_32_raises_no_overflow_warnings_and_leaves_inputs_alone():
+    keys = numpy.array([U64_MAX, 0, 0x8000000000000000], dtype=numpy.uint64)
+    before = keys.copy()
+    with warnings.catch_warnings(), numpy.errstate(all="raise"):
+        warnings.simplefilter("error")
+        out = _murmur.murmur3_x86_32_uint64(numpy, keys, U32_MAX)
+        strings = _murmur.murmur3_x86_32_bytes([b"\xff" * 9, b""], U32_MAX)
+    numpy.testing.assert_array_equal(keys, before)
+    assert [int(v) for v in out] == [_py_murmur3_x86_32(int(k).to_bytes(8, "little"), U32_MAX) for k in before]
+    assert [int(v) for v in strings] == [_py_murmur3_x86_32(b"\xff" * 9, U32_MAX), _py_murmur3_x86_32(b"", U32_MAX)]
+
+
+@pytest.fixture(scope="module")
+def mrmr():
+    return pytest.importorskip("murmurhash.mrmr")  # thinc's dependency, which spaCy's tables came from
+
+
+@settings(max_examples=40, deadline=None)
+@given(items=st.lists(st.binary(max_size=24), max_size=20), seed=st.integers(0, (1 << 31) - 1))
+def test_x86_32_bytes_matches_murmurhash(mrmr, items, seed):
+    expected = [mrmr.hash_bytes(d, seed) & U32_MAX for d in items]
+    assert [int(v) for v in _murmur.murmur3_x86_32_bytes(items, seed)] == expected
 
 
 # ---------------------------------------------------------------------------------------

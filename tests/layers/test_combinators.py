@@ -556,8 +556,31 @@ def test_list2padded_and_padded2list():
         backprop([s[:1] for s in seqs])
 
 
+# murmurhash.hash_unicode(word) (Thinc's hash) as the uint64 key: negative hashes fill the top 32 bits.
+STRING_KEYS = {
+    "": 0x0, "a": 0x3C2569B2, "hello": 0x248BFA47, "h\u00e9llo": 0xFFFFFFFFBC9FA068,
+    "\u65e5\u672c\u8a9e": 0xFFFFFFFFA5A47297, "x" * 30: 0xFFFFFFFFF77137F8, "spaCy": 0xFFFFFFFFCEEEE75A,
+    "\U0001F600": 0xFFFFFFFFBEB42EFA,
+}
+
+
+def test_strings2arrays_keys_do_not_depend_on_the_batch():
+    words = list(STRING_KEYS)
+    docs = [words[:3], [], words[3:], [words[0]], words[::-1]]
+    Ys = strings2arrays().predict(docs)
+    assert [y.shape for y in Ys] == [(len(d), 1) for d in docs]
+    for doc, y in zip(docs, Ys):
+        assert y.dtype == numpy.uint64
+        assert [int(v) for v in y[:, 0]] == [STRING_KEYS[w] for w in doc]
+    alone = [strings2arrays().predict([[w]])[0] for w in words]
+    assert [int(y[0, 0]) for y in alone] == list(STRING_KEYS.values())
+    assert strings2arrays().predict([]) == []
+    with pytest.raises(TypeError, match="str tokens"):
+        strings2arrays().predict([["a"], ["b", 3]])
+
+
 def test_strings2arrays():
-    from murmurhash import hash_unicode  # a thinc dependency; skip the check without it
+    hash_unicode = pytest.importorskip("murmurhash").hash_unicode  # a thinc dependency
 
     docs = [["hello", "world", "héllo"], [], ["日本語", ""]]
     Ys = strings2arrays().predict(docs)
