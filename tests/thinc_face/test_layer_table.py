@@ -457,3 +457,10 @@ def test_thinc_weights_load_into_plait_and_back(name):
     expected, got = _adjust_theirs(name, _outputs(theirs.predict(_to_thinc(X))), _outputs(fresh.predict(X)))
     for a, b in zip(got, expected, strict=True):
         numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(n for n, (_, _, o) in TABLE.items() if "skip" not in o))
+def test_every_layer_with_weights_is_gradient_checked(name):
+    model, _, opts = _build_and_init(name)
+    has_weights = any(node.has_param(p) for node in model.walk() for p in node.param_names)
+    assert bool(opts.get("grad")) == has_weights, f"{name}: weights={has_weights}, grad check={opts.get('grad')}"
