@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.plait-installed
 SOURCES := pyproject.toml setup.py $(shell find plait -name '*.pyx' -o -name '*.pxd' 2>/dev/null)
 
-.PHONY: test demo install clean gpu-test
+.PHONY: test demo install clean gpu-test bench
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,16 @@ gpu-test: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m plait
+
+# Side-by-side benchmarks against thinc 9.1 / thinc 8.3 / torch (bench/README.md). Peers
+# without a venv are skipped: `bash bench/setup_peers.sh` creates them. Options for every
+# script go in BENCH_ARGS, e.g. `make bench BENCH_ARGS="--threads 2 --rounds 5"`.
+BENCH_ARGS ?=
+bench: $(STAMP)
+	$(PY) bench/mlp.py $(BENCH_ARGS)
+	$(PY) bench/textcat_cnn.py $(BENCH_ARGS)
+	$(PY) bench/lstm_tagger.py $(BENCH_ARGS)
+	$(PY) bench/ops_micro.py $(BENCH_ARGS)
 
 clean:
 	rm -rf build $(VENV) *.egg-info

@@ -1,0 +1,121 @@
+"""Smoke test of bench/: each script runs --quick for plait alone and prints its table.
+
+Checks the output's shape (columns, a plait row with numbers), never the speed.
+"""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH = REPO / "bench"
+DATA = REPO.parent / "shared" / "data"
+
+SCRIPTS = {
+    "mlp.py": ["train ex/s", "train ex/CPU-s", "predict ex/s", "peak MB", "accuracy",
+               "of GEMM ceiling"],
+    "textcat_cnn.py": ["train docs/s", "train docs/CPU-s", "train words/s", "peak MB",
+                       "accuracy"],
+    "lstm_tagger.py": ["train words/s", "train words/CPU-s", "predict words/s", "peak MB",
+                       "accuracy"],
+    "ops_micro.py": ["op", "plait us", "agree"],
+}
+NEEDS = {
+    "mlp.py": "mnist.npz",
+    "textcat_cnn.py": "rotten_tomatoes.jsonl",
+    "lstm_tagger.py": "turkish_web_treebank.jsonl",
+    "ops_micro.py": None,
+}
+
+
+def _run(script, *extra):
+    return subprocess.run(
+        [sys.executable, str(BENCH / script), "--quick", "--peers", "none", *extra],
+        capture_output=True, text=True, cwd=str(REPO), timeout=120,
+        encoding="utf8",
+    )
+
+
+def _table_header(out: str):
+    """The cells of the first Markdown table header line in `out`."""
+    for line in out.splitlines():
+        if line.startswith("| ") and not set(line) <= set("|-: "):
+            return [c.strip() for c in line.strip().strip("|").split("|")]
+    return None
+
+
+def _row(out: str, first_cell_prefix: str):
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and cells[0].startswith(first_cell_prefix):
+            return cells
+    return None
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_quick_run_prints_table(script):
+    need = NEEDS[script]
+    if need and not (DATA / need).exists():
+        pytest.skip(f"needs {DATA / need}")
+    proc = _run(script)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    header = _table_header(proc.stdout)
+    assert header is not None, proc.stdout
+    for column in SCRIPTS[script]:
+        assert column in header, (column, header)
+    if script == "ops_micro.py":
+        # One row per op, each with a positive time in the plait column.
+        col = header.index("plait us")
+        for op in ("seq2col", "gather_add", "adam", "lstm_forward_training", "backprop_lstm"):
+            row = _row(proc.stdout, op)
+            assert row is not None, (op, proc.stdout)
+            assert float(row[col].replace(",", "")) > 0
+        # Without peers there is nothing to compare against.
+        assert "plait/" not in " ".join(header)
+    else:
+        row = _row(proc.stdout, "plait")
+        assert row is not None, proc.stdout
+        assert len(row) == len(header)
+        accuracy = float(row[header.index("accuracy")])
+        assert 0.0 <= accuracy <= 1.0
+        assert float(row[1].replace(",", "")) > 0
+        # --peers none: plait is the only row, so no ratio table follows.
+        assert "plait/peer ratios" not in proc.stdout
+        assert _row(proc.stdout, "thinc") is None and _row(proc.stdout, "torch") is None
+
+
+def test_unknown_peer_is_refused():
+    proc = _run("ops_micro.py", "--peers", "thinc99")
+    assert proc.returncode != 0
+    assert "thinc99" in proc.stderr and "thinc91" in proc.stderr
+
+
+def test_missing_peer_venv_is_skipped_with_a_hint(tmp_path, monkeypatch):
+    sys.path.insert(0, str(BENCH))
+    try:
+        import _harness
+    finally:
+        sys.path.remove(str(BENCH))
+    monkeypatch.setattr(_harness, "VENVS_DIR", tmp_path / "no-venvs")
+    fws = {fw.name: fw for fw in _harness.resolve_frameworks("thinc83")}
+    assert set(fws) == {"plait", "thinc83"}
+    assert fws["plait"].missing == ""
+    assert "setup_peers.sh thinc83" in fws["thinc83"].missing
+
+
+def test_median_and_ratio_helpers():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import _harness
+    finally:
+        sys.path.remove(str(BENCH))
+    runs = {"plait": [{"x": 1.0, "v": "a"}, {"x": 5.0, "v": "a"}, {"x": 3.0, "v": "a"},
+                      {"error": "boom"}],
+            "torch": [{"error": "boom"}]}
+    med = _harness.median_results(runs)
+    assert med["plait"]["x"] == 3.0 and med["plait"]["rounds"] == 3
+    assert "torch" not in med
+    assert _harness.ratio(200.0, 100.0, True) == 2.0  # throughput: plait twice as fast
+    assert _harness.ratio(50.0, 100.0, False) == 2.0  # memory/time: plait half
+    assert _harness.ratio(None, 1.0, True) is None
