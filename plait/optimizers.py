@@ -299,38 +299,42 @@ class Optimizer:
         ops = get_array_ops(weights)
         self.nr_update[key] += 1
         nr_upd = self.nr_update[key]
+        if self.use_radam or (self._b1 > 0.0 and self._b2 > 0.0):
+            return self._adam_step(ops, key, weights, gradient, lr_scale, nr_upd), gradient
         learn_rate = self._learn_rate
         if self._L2 != 0 and not self.L2_is_weight_decay:
             gradient += self._L2 * weights
         if self._grad_clip:
             gradient = ops.clip_gradient(gradient, self._grad_clip)
-        if self.use_radam:
-            weights = self._radam(ops, key, weights, gradient, learn_rate * lr_scale, nr_upd)
-        elif self._b1 > 0.0 and self._b2 > 0.0:
-            weights = self._adam(ops, key, weights, gradient, lr_scale, nr_upd)
-        elif self._b2 > 0.0:
+        if self._b2 > 0.0:
             raise NotImplementedError(
                 f"Optimizer: beta2={self._b2} with beta1=0 (a second moment without a first) is not "
                 "supported. Set beta1 > 0 for Adam, or beta1=beta2=0 for plain SGD."
             )
-        else:
-            weights -= lr_scale * learn_rate * gradient
+        weights -= lr_scale * learn_rate * gradient
         gradient.fill(0)
         if self._L2 != 0 and self.L2_is_weight_decay:
             # Decoupled weight decay (AdamW style): shrinks the weights after the step.
             weights -= lr_scale * learn_rate * self._L2 * weights
-        if self.averages is not None:
-            if key not in self.averages:
-                # NOTE: averages start at zero, as in Thinc, so early averages lean towards zero.
-                self.averages[key] = ops.alloc(weights.shape, dtype=weights.dtype)
-            elif tuple(self.averages[key].shape) != tuple(weights.shape):
-                raise ValueError(
-                    f"Optimizer: parameter {key!r} changed shape from {tuple(self.averages[key].shape)} "
-                    f"to {tuple(weights.shape)} between updates. Use a new key (or a new optimizer) "
-                    "for a resized parameter."
-                )
-            ops.update_averages(self.averages[key], weights, nr_upd)
+        averages = self._averages(ops, key, weights)
+        if averages is not None:
+            ops.update_averages(averages, weights, nr_upd)
         return weights, gradient
+
+    def _averages(self, ops: Ops, key: KeyT, weights: FloatsXd) -> Optional[FloatsXd]:
+        """The moving average of this parameter (created at zero), or None without averaging."""
+        if self.averages is None:
+            return None
+        if key not in self.averages:
+            # NOTE: averages start at zero, as in Thinc, so early averages lean towards zero.
+            self.averages[key] = ops.alloc(weights.shape, dtype=weights.dtype)
+        elif tuple(self.averages[key].shape) != tuple(weights.shape):
+            raise ValueError(
+                f"Optimizer: parameter {key!r} changed shape from {tuple(self.averages[key].shape)} "
+                f"to {tuple(weights.shape)} between updates. Use a new key (or a new optimizer) "
+                "for a resized parameter."
+            )
+        return self.averages[key]
 
     def _moments(self, ops: Ops, key: KeyT, weights: FloatsXd) -> Tuple[FloatsXd, FloatsXd]:
         if key not in self.mom1:
@@ -344,10 +348,39 @@ class Optimizer:
             )
         return mom1, mom2
 
-    def _adam(
+    def _adam_step(
         self, ops: Ops, key: KeyT, weights: FloatsXd, gradient: FloatsXd, lr_scale: float, nr_upd: int
     ) -> FloatsXd:
+        """L2 or weight decay, clipping, the Adam or RAdam update and the average, as one Ops.adam_step."""
         mom1, mom2 = self._moments(ops, key, weights)
+        averages = self._averages(ops, key, weights)
+        if self.use_radam:
+            b1, b2, eps, lr, mod_rate = self._radam_rates(float(self._learn_rate * lr_scale), nr_upd)
+        else:
+            b1, b2, eps, lr, mod_rate = self._adam_rates(weights, lr_scale, nr_upd)
+        L2 = self._L2 if not self.L2_is_weight_decay else 0.0
+        # Decoupled weight decay (AdamW style) shrinks the weights after the step. Python floats
+        # throughout (a numpy lr_scale included), which the compiled step requires.
+        weight_decay = float(lr_scale * self._learn_rate * self._L2) if self.L2_is_weight_decay else 0.0
+        W = weights.reshape((-1,))
+        G = gradient.reshape((-1,))
+        # Flat views where the arrays are contiguous; otherwise copies, written back below.
+        A = averages.reshape((-1,)) if averages is not None and averages.flags.c_contiguous else None
+        ops.adam_step(
+            W, G, mom1, mom2, A, beta1=b1, beta2=b2, eps=eps, learn_rate=lr, mod_rate=mod_rate,
+            L2=L2, weight_decay=weight_decay, grad_clip=self._grad_clip, nr_update=nr_upd,
+        )
+        if not gradient.flags.c_contiguous:
+            gradient.fill(0)
+        weights_out = W.reshape(weights.shape)
+        if averages is not None and A is None:
+            ops.update_averages(averages, weights_out, nr_upd)
+        return weights_out
+
+    def _adam_rates(
+        self, weights: FloatsXd, lr_scale: float, nr_upd: int
+    ) -> Tuple[float, float, float, float, float]:
+        """(beta1, beta2, eps, step size, mod_rate) of an Adam step."""
         b1, b2 = self._b1, self._b2
         # Bias correction of both moments folded into the step size.
         fix1 = 1.0 - b1**nr_upd
@@ -358,15 +391,10 @@ class Optimizer:
         # result by ~1e-5 relative.
         as_dtype = weights.dtype.type
         b1, b2, eps, lr = (float(as_dtype(x)) for x in (b1, b2, self._eps, lr * lr_scale))
-        W = weights.reshape((-1,))
-        G = gradient.reshape((-1,))
-        W, G, mom1, mom2 = ops.adam(W, G, mom1, mom2, b1, b2, eps, lr)
-        return W.reshape(weights.shape)
+        return b1, b2, eps, lr, 1.0
 
-    def _radam(
-        self, ops: Ops, key: KeyT, weights: FloatsXd, gradient: FloatsXd, lr: float, nr_upd: int
-    ) -> FloatsXd:
-        mom1, mom2 = self._moments(ops, key, weights)
+    def _radam_rates(self, lr: float, nr_upd: int) -> Tuple[float, float, float, float, float]:
+        """(beta1, beta2, eps, step size, mod_rate) of a RAdam step."""
         b1, b2 = self._b1, self._b2
         # NOTE: Thinc's RAdam counts one step ahead of its update count; kept so results match.
         t = nr_upd + 1
@@ -374,19 +402,15 @@ class Optimizer:
         rho_inf = 2.0 / (1.0 - b2) - 1.0
         rho_t = rho_inf - 2.0 * t * b2_t / (1.0 - b2_t)
         fix1 = 1.0 - b1**t
-        W = weights.reshape((-1,))
-        G = gradient.reshape((-1,))
         if rho_t >= 5.0:
             # The variance of the adaptive rate is tractable: rectify it.
             rect = (1.0 - b2_t) * (rho_t - 4.0) / (rho_inf - 4.0) * (rho_t - 2.0) / rho_t
             rect = rect * rho_inf / (rho_inf - 2.0)
-            ops.adam(W, G, mom1, mom2, b1, b2, self._eps, math.sqrt(rect) / fix1 * lr)
-        else:
-            # Too few steps for a variance estimate: SGD with bias-corrected momentum. With
-            # mod_rate=0 and eps=1 the Adam kernel's denominator is exactly 1, so the same
-            # kernel still updates both moments and applies W -= lr * mom1.
-            ops.adam(W, G, mom1, mom2, b1, b2, 1.0, lr / fix1, mod_rate=0.0)
-        return W.reshape(weights.shape)
+            return b1, b2, self._eps, math.sqrt(rect) / fix1 * lr, 1.0
+        # Too few steps for a variance estimate: SGD with bias-corrected momentum. With
+        # mod_rate=0 and eps=1 the Adam denominator is exactly 1, so the same update still
+        # advances both moments and applies W -= lr * mom1.
+        return b1, b2, 1.0, lr / fix1, 0.0
 
 
 @registry.optimizers("RAdam.v1")

@@ -1307,6 +1307,56 @@ class Ops:
         gradient.fill(0)
         return weights, gradient, mom1, mom2
 
+    def adam_step(
+        self,
+        weights: FloatsXd,
+        gradient: FloatsXd,
+        mom1: FloatsXd,
+        mom2: FloatsXd,
+        averages: Optional[FloatsXd] = None,
+        *,
+        beta1: float,
+        beta2: float,
+        eps: float,
+        learn_rate: float,
+        mod_rate: float = 1.0,
+        L2: float = 0.0,
+        weight_decay: float = 0.0,
+        grad_clip: float = 0.0,
+        nr_update: int = 1,
+        max_decay: float = 0.9999,
+    ) -> Tuple[FloatsXd, FloatsXd, FloatsXd, FloatsXd]:
+        """A whole optimizer update of one parameter, in place: what Optimizer does for Adam and RAdam.
+
+        In order: `gradient += L2 * weights` (a coupled L2 penalty), clip `gradient` to the
+        global norm `grad_clip` (when > 0), `adam(...)` with `learn_rate` already bias-corrected
+        (this zeroes `gradient`), decoupled decay `weights -= weight_decay * weights`, then
+        `update_averages(averages, weights, nr_update, max_decay)` unless `averages` is None.
+        All arrays have one shape. Backends may fuse the steps into one pass over the arrays;
+        the result equals this sequence up to the rounding of the clipping norm.
+        """
+        check_array("adam_step", "weights", weights, kind="f")
+        for name, arr in (("gradient", gradient), ("mom1", mom1), ("mom2", mom2)):
+            check_array("adam_step", name, arr, kind="f")
+            check_same_shape("adam_step", "weights", weights, name, arr)
+        if averages is not None:
+            check_array("adam_step", "averages", averages, kind="f")
+            check_same_shape("adam_step", "weights", weights, "averages", averages)
+        if grad_clip < 0:
+            raise ValueError(
+                f"Ops.adam_step: 'grad_clip' must be >= 0 (0 switches clipping off), got {grad_clip}."
+            )
+        if L2 != 0:
+            gradient += L2 * weights
+        if grad_clip > 0:
+            self.clip_gradient(gradient, grad_clip)
+        self.adam(weights, gradient, mom1, mom2, beta1, beta2, eps, learn_rate, mod_rate=mod_rate)
+        if weight_decay != 0:
+            weights -= weight_decay * weights
+        if averages is not None:
+            self.update_averages(averages, weights, nr_update, max_decay=max_decay)
+        return weights, gradient, mom1, mom2
+
     def clip_gradient(self, gradient: FloatsT, threshold: float) -> FloatsT:
         """Rescale `gradient` in place so its L2 norm is at most `threshold`."""
         check_array("clip_gradient", "gradient", gradient, kind="f")

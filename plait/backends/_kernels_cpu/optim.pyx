@@ -1,0 +1,397 @@
+# cython: language_level=3
+"""CPU kernels for Ops.adam and Ops.adam_step (clip, L2 or weight decay, Adam, average in one pass).
+
+Each entry point takes the arrays only when all are C-contiguous, of one dtype (float32 or
+float64) and of one shape, and otherwise declines, so that the caller hands the case to the
+Ops reference. Every value is computed with the reference's numpy operations, in its order and
+at the arrays' precision, with each Python-float hyper-parameter rounded to that precision
+once, as numpy does with a Python scalar; the results are therefore the reference's, bit for
+bit, except for the clipping norm, which is summed here in float64 (numpy sums float32
+squares in float32).
+
+The global norm is a sum over fixed blocks whose partial sums are added in block order, so
+that, like the elementwise pass, it does not depend on the thread count.
+"""
+cimport numpy as cnp
+from cython.parallel cimport prange
+from libc.math cimport sqrt
+from libc.stdlib cimport free, malloc
+
+cnp.import_array()
+
+cdef extern from *:
+    """
+    #include <math.h>
+    #if defined(__SSE2__) || defined(_M_X64)
+    #include <emmintrin.h>
+    #define PLAIT_SSE2 1
+    #else
+    #define PLAIT_SSE2 0
+    #endif
+
+    typedef struct {
+        double beta1, one_minus_beta1, beta2, one_minus_beta2, eps, learn_rate, mod_rate;
+        double L2, scale, weight_decay, one_minus_decay;
+        int use_L2, use_scale, use_decay, use_average;
+    } plait_adam_args;
+
+    /* NOTE: the loops are vectorized by hand: C's sqrt may set errno, which stops GCC from
+       vectorizing it unless the whole build uses -fno-math-errno. Vector and scalar lanes
+       run the same IEEE operations (no FMA), so both give the reference's bits.
+
+       One Adam step on values i0..i1-1; each line is one numpy statement of the reference. */
+    #define PLAIT_ADAM_LANE(T, SQRT, w, g, m1, m2, a)                                            \\
+        if (use_l2) g = g + l2 * w;                                                              \\
+        if (use_scale) g = g * scale;                                                            \\
+        m1 = m1 * b1;                                                                            \\
+        m1 = m1 + c1 * g;                                                                        \\
+        m2 = m2 * b2;                                                                            \\
+        m2 = m2 + (c2 * g) * g;                                                                  \\
+        w = w - lr * (m1 / (mod * SQRT(m2) + eps));                                              \\
+        if (use_wd) w = w - wd * w;                                                              \\
+        if (use_avg) a = a - ca * (a - w);
+
+    #define PLAIT_ADAM_SETUP(T)                                                                  \\
+        const T b1 = (T)args->beta1, c1 = (T)args->one_minus_beta1;                              \\
+        const T b2 = (T)args->beta2, c2 = (T)args->one_minus_beta2;                              \\
+        const T eps = (T)args->eps, lr = (T)args->learn_rate, mod = (T)args->mod_rate;           \\
+        const T l2 = (T)args->L2, scale = (T)args->scale, wd = (T)args->weight_decay;            \\
+        const T ca = (T)args->one_minus_decay;                                                   \\
+        const int use_l2 = args->use_L2, use_scale = args->use_scale;                            \\
+        const int use_wd = args->use_decay, use_avg = args->use_average;                         \\
+        Py_ssize_t i = i0;
+
+    #define PLAIT_ADAM_TAIL(T, SQRT)                                                             \\
+        for (; i < i1; ++i) {                                                                    \\
+            T w = W[i], g = G[i], m1 = M1[i], m2 = M2[i], a = use_avg ? A[i] : (T)0;             \\
+            PLAIT_ADAM_LANE(T, SQRT, w, g, m1, m2, a)                                            \\
+            M1[i] = m1; M2[i] = m2; W[i] = w; G[i] = (T)0;                                       \\
+            if (use_avg) A[i] = a;                                                               \\
+        }
+
+    #if PLAIT_SSE2
+    /* Vector versions of +, -, *, / and sqrt, so that PLAIT_ADAM_LANE reads the same for both. */
+    #define PLAIT_VEC_BODY(VT, V, LANES, T)                                                      \\
+        const VT vb1 = _mm_set1_##V(b1), vc1 = _mm_set1_##V(c1);                                 \\
+        const VT vb2 = _mm_set1_##V(b2), vc2 = _mm_set1_##V(c2);                                 \\
+        const VT veps = _mm_set1_##V(eps), vlr = _mm_set1_##V(lr), vmod = _mm_set1_##V(mod);     \\
+        const VT vl2 = _mm_set1_##V(l2), vscale = _mm_set1_##V(scale), vwd = _mm_set1_##V(wd);   \\
+        const VT vca = _mm_set1_##V(ca), vzero = _mm_setzero_##V();                              \\
+        for (; i + LANES <= i1; i += LANES) {                                                    \\
+            VT w = _mm_loadu_##V(W + i), g = _mm_loadu_##V(G + i);                               \\
+            VT m1 = _mm_loadu_##V(M1 + i), m2 = _mm_loadu_##V(M2 + i);                           \\
+            if (use_l2) g = _mm_add_##V(g, _mm_mul_##V(vl2, w));                                 \\
+            if (use_scale) g = _mm_mul_##V(g, vscale);                                           \\
+            m1 = _mm_add_##V(_mm_mul_##V(m1, vb1), _mm_mul_##V(vc1, g));                         \\
+            m2 = _mm_add_##V(_mm_mul_##V(m2, vb2), _mm_mul_##V(_mm_mul_##V(vc2, g), g));         \\
+            const VT den = _mm_add_##V(_mm_mul_##V(vmod, _mm_sqrt_##V(m2)), veps);               \\
+            w = _mm_sub_##V(w, _mm_mul_##V(vlr, _mm_div_##V(m1, den)));                          \\
+            if (use_wd) w = _mm_sub_##V(w, _mm_mul_##V(vwd, w));                                 \\
+            _mm_storeu_##V(M1 + i, m1);                                                          \\
+            _mm_storeu_##V(M2 + i, m2);                                                          \\
+            _mm_storeu_##V(W + i, w);                                                            \\
+            _mm_storeu_##V(G + i, vzero);                                                        \\
+            if (use_avg) {                                                                       \\
+                VT a = _mm_loadu_##V(A + i);                                                     \\
+                _mm_storeu_##V(A + i, _mm_sub_##V(a, _mm_mul_##V(vca, _mm_sub_##V(a, w))));      \\
+            }                                                                                    \\
+        }
+    #else
+    #define PLAIT_VEC_BODY(VT, V, LANES, T)
+    #endif
+
+    static void plait_adam_f32(float *W, float *G, float *M1, float *M2, float *A,
+                               const plait_adam_args *args, Py_ssize_t i0, Py_ssize_t i1) {
+        PLAIT_ADAM_SETUP(float)
+        PLAIT_VEC_BODY(__m128, ps, 4, float)
+        PLAIT_ADAM_TAIL(float, sqrtf)
+    }
+
+    static void plait_adam_f64(double *W, double *G, double *M1, double *M2, double *A,
+                               const plait_adam_args *args, Py_ssize_t i0, Py_ssize_t i1) {
+        PLAIT_ADAM_SETUP(double)
+        PLAIT_VEC_BODY(__m128d, pd, 2, double)
+        PLAIT_ADAM_TAIL(double, sqrt)
+    }
+
+    /* Sum of squares of (G + L2 * W) over i0..i1-1 in float64: element i0 + 8k + j goes to
+       accumulator j, the accumulators are added pairwise, then the tail. The vector and scalar
+       paths add the same numbers in the same order. */
+    static double plait_sumsq_f32(const float *G, const float *W, double L2, int use_l2,
+                                  Py_ssize_t i0, Py_ssize_t i1) {
+        const float l2 = (float)L2;
+        double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        double tail = 0;
+        Py_ssize_t i = i0;
+    #if PLAIT_SSE2
+        __m128d a01 = _mm_setzero_pd(), a23 = _mm_setzero_pd();
+        __m128d a45 = _mm_setzero_pd(), a67 = _mm_setzero_pd();
+        const __m128 vl2 = _mm_set1_ps(l2);
+        for (; i + 8 <= i1; i += 8) {
+            __m128 g0 = _mm_loadu_ps(G + i), g1 = _mm_loadu_ps(G + i + 4);
+            if (use_l2) {
+                g0 = _mm_add_ps(g0, _mm_mul_ps(vl2, _mm_loadu_ps(W + i)));
+                g1 = _mm_add_ps(g1, _mm_mul_ps(vl2, _mm_loadu_ps(W + i + 4)));
+            }
+            const __m128d d0 = _mm_cvtps_pd(g0), d1 = _mm_cvtps_pd(_mm_movehl_ps(g0, g0));
+            const __m128d d2 = _mm_cvtps_pd(g1), d3 = _mm_cvtps_pd(_mm_movehl_ps(g1, g1));
+            a01 = _mm_add_pd(a01, _mm_mul_pd(d0, d0));
+            a23 = _mm_add_pd(a23, _mm_mul_pd(d1, d1));
+            a45 = _mm_add_pd(a45, _mm_mul_pd(d2, d2));
+            a67 = _mm_add_pd(a67, _mm_mul_pd(d3, d3));
+        }
+        _mm_storeu_pd(acc, a01); _mm_storeu_pd(acc + 2, a23);
+        _mm_storeu_pd(acc + 4, a45); _mm_storeu_pd(acc + 6, a67);
+    #endif
+        for (; i + 8 <= i1; i += 8) {
+            for (int j = 0; j < 8; ++j) {
+                float g = G[i + j];
+                if (use_l2) g = g + l2 * W[i + j];
+                acc[j] += (double)g * (double)g;
+            }
+        }
+        for (; i < i1; ++i) {
+            float g = G[i];
+            if (use_l2) g = g + l2 * W[i];
+            tail += (double)g * (double)g;
+        }
+        return (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))) + tail;
+    }
+
+    static double plait_sumsq_f64(const double *G, const double *W, double l2, int use_l2,
+                                  Py_ssize_t i0, Py_ssize_t i1) {
+        double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        double tail = 0;
+        Py_ssize_t i = i0;
+    #if PLAIT_SSE2
+        __m128d a01 = _mm_setzero_pd(), a23 = _mm_setzero_pd();
+        __m128d a45 = _mm_setzero_pd(), a67 = _mm_setzero_pd();
+        const __m128d vl2 = _mm_set1_pd(l2);
+        for (; i + 8 <= i1; i += 8) {
+            __m128d g0 = _mm_loadu_pd(G + i), g1 = _mm_loadu_pd(G + i + 2);
+            __m128d g2 = _mm_loadu_pd(G + i + 4), g3 = _mm_loadu_pd(G + i + 6);
+            if (use_l2) {
+                g0 = _mm_add_pd(g0, _mm_mul_pd(vl2, _mm_loadu_pd(W + i)));
+                g1 = _mm_add_pd(g1, _mm_mul_pd(vl2, _mm_loadu_pd(W + i + 2)));
+                g2 = _mm_add_pd(g2, _mm_mul_pd(vl2, _mm_loadu_pd(W + i + 4)));
+                g3 = _mm_add_pd(g3, _mm_mul_pd(vl2, _mm_loadu_pd(W + i + 6)));
+            }
+            a01 = _mm_add_pd(a01, _mm_mul_pd(g0, g0));
+            a23 = _mm_add_pd(a23, _mm_mul_pd(g1, g1));
+            a45 = _mm_add_pd(a45, _mm_mul_pd(g2, g2));
+            a67 = _mm_add_pd(a67, _mm_mul_pd(g3, g3));
+        }
+        _mm_storeu_pd(acc, a01); _mm_storeu_pd(acc + 2, a23);
+        _mm_storeu_pd(acc + 4, a45); _mm_storeu_pd(acc + 6, a67);
+    #endif
+        for (; i + 8 <= i1; i += 8) {
+            for (int j = 0; j < 8; ++j) {
+                double g = G[i + j];
+                if (use_l2) g = g + l2 * W[i + j];
+                acc[j] += g * g;
+            }
+        }
+        for (; i < i1; ++i) {
+            double g = G[i];
+            if (use_l2) g = g + l2 * W[i];
+            tail += g * g;
+        }
+        return (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))) + tail;
+    }
+    """
+    ctypedef struct plait_adam_args:
+        double beta1, one_minus_beta1, beta2, one_minus_beta2, eps, learn_rate, mod_rate
+        double L2, scale, weight_decay, one_minus_decay
+        int use_L2, use_scale, use_decay, use_average
+
+    void plait_adam_f32(float *W, float *G, float *M1, float *M2, float *A,
+                        const plait_adam_args *args, Py_ssize_t i0, Py_ssize_t i1) nogil
+    void plait_adam_f64(double *W, double *G, double *M1, double *M2, double *A,
+                        const plait_adam_args *args, Py_ssize_t i0, Py_ssize_t i1) nogil
+    double plait_sumsq_f32(const float *G, const float *W, double L2, int use_l2,
+                           Py_ssize_t i0, Py_ssize_t i1) nogil
+    double plait_sumsq_f64(const double *G, const double *W, double L2, int use_l2,
+                           Py_ssize_t i0, Py_ssize_t i1) nogil
+
+cdef enum:
+    # Values per block: the unit of both thread scheduling and the norm's partial sums.
+    _BLOCK = 1 << 15
+    # Arrays shorter than this run on one thread: the work (~100 us) is then too small to risk
+    # waiting for a second thread that a busy machine has not scheduled yet.
+    _PARALLEL_MIN = 1 << 18
+
+
+cdef void _adam_blocks(bint is_f32, void* W, void* G, void* M1, void* M2, void* A,
+                       const plait_adam_args* args, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t blk, i0, n_blocks = (n + _BLOCK - 1) // _BLOCK
+    if n < _PARALLEL_MIN:
+        if is_f32:
+            plait_adam_f32(<float*>W, <float*>G, <float*>M1, <float*>M2, <float*>A, args, 0, n)
+        else:
+            plait_adam_f64(<double*>W, <double*>G, <double*>M1, <double*>M2, <double*>A, args, 0, n)
+        return
+    for blk in prange(n_blocks, schedule="static"):
+        i0 = blk * _BLOCK
+        if is_f32:
+            plait_adam_f32(<float*>W, <float*>G, <float*>M1, <float*>M2, <float*>A, args,
+                           i0, min(i0 + _BLOCK, n))
+        else:
+            plait_adam_f64(<double*>W, <double*>G, <double*>M1, <double*>M2, <double*>A, args,
+                           i0, min(i0 + _BLOCK, n))
+
+
+cdef inline double _block_sumsq(bint is_f32, const void* G, const void* W, double L2, bint use_l2,
+                                Py_ssize_t blk, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i0 = blk * _BLOCK
+    if is_f32:
+        return plait_sumsq_f32(<const float*>G, <const float*>W, L2, use_l2, i0, min(i0 + _BLOCK, n))
+    return plait_sumsq_f64(<const double*>G, <const double*>W, L2, use_l2, i0, min(i0 + _BLOCK, n))
+
+
+cdef double _sumsq(bint is_f32, const void* G, const void* W, double L2, bint use_l2,
+                   Py_ssize_t n) noexcept nogil:
+    """Sum of squares as block sums added in block order: the same number serial or parallel."""
+    cdef Py_ssize_t blk, n_blocks = (n + _BLOCK - 1) // _BLOCK
+    cdef double total = 0
+    cdef double* partial = NULL
+    if n >= _PARALLEL_MIN:
+        partial = <double*>malloc(n_blocks * sizeof(double))
+    if partial == NULL:
+        for blk in range(n_blocks):
+            total += _block_sumsq(is_f32, G, W, L2, use_l2, blk, n)
+        return total
+    for blk in prange(n_blocks, schedule="static"):
+        partial[blk] = _block_sumsq(is_f32, G, W, L2, use_l2, blk, n)
+    for blk in range(n_blocks):
+        total += partial[blk]
+    free(partial)
+    return total
+
+
+cdef plait_adam_args _args(double beta1, double beta2, double eps, double learn_rate, double mod_rate):
+    cdef plait_adam_args args
+    args.beta1 = beta1
+    args.one_minus_beta1 = 1.0 - beta1
+    args.beta2 = beta2
+    args.one_minus_beta2 = 1.0 - beta2
+    args.eps = eps
+    args.learn_rate = learn_rate
+    args.mod_rate = mod_rate
+    args.L2 = 0.0
+    args.scale = 1.0
+    args.weight_decay = 0.0
+    args.one_minus_decay = 0.0
+    args.use_L2 = 0
+    args.use_scale = 0
+    args.use_decay = 0
+    args.use_average = 0
+    return args
+
+
+cdef inline bint _is_floats(object X, int itemsize, cnp.ndarray like):
+    """A C-contiguous, aligned, writeable, native float array; of `like`'s dtype and shape if given."""
+    if not isinstance(X, cnp.ndarray):
+        return False
+    cdef cnp.ndarray A = <cnp.ndarray>X
+    if not (
+        cnp.PyArray_ISFLOAT(A)
+        and cnp.PyArray_ITEMSIZE(A) == itemsize
+        and cnp.PyArray_ISCARRAY(A)
+        and cnp.PyArray_ISNOTSWAPPED(A)
+    ):
+        return False
+    return like is None or cnp.PyArray_SAMESHAPE(A, like)
+
+
+cdef bint _suits(object W, object G, object M1, object M2, object A):
+    """All arrays C-contiguous float32 (or all float64) of one shape; A may be None."""
+    if not isinstance(W, cnp.ndarray):
+        return False
+    cdef int itemsize = cnp.PyArray_ITEMSIZE(<cnp.ndarray>W)
+    if itemsize != 4 and itemsize != 8:
+        return False
+    cdef cnp.ndarray like = <cnp.ndarray>W
+    return (
+        _is_floats(W, itemsize, None)
+        and _is_floats(G, itemsize, like)
+        and _is_floats(M1, itemsize, like)
+        and _is_floats(M2, itemsize, like)
+        and (A is None or _is_floats(A, itemsize, like))
+    )
+
+
+cdef inline bint _is_number(object x):
+    # NOTE: numpy works a Python float into an array at the array's precision but a numpy
+    # float64 scalar at float64; the kernels copy the first rule, so numpy scalars (and
+    # anything else) are left to the reference.
+    return type(x) is float or type(x) is int
+
+
+def adam(object W, object G, object M1, object M2, object beta1, object beta2, object eps,
+         object learn_rate, object mod_rate) -> bool:
+    """One Adam step in place on W, M1 and M2; zeroes G (Ops.adam's arithmetic).
+
+    Returns False, touching nothing, unless the arrays are C-contiguous, of one float dtype and
+    one shape, and the hyper-parameters are Python numbers.
+    """
+    if not (
+        _suits(W, G, M1, M2, None)
+        and _is_number(beta1) and _is_number(beta2) and _is_number(eps)
+        and _is_number(learn_rate) and _is_number(mod_rate)
+    ):
+        return False
+    cdef plait_adam_args args = _args(beta1, beta2, eps, learn_rate, mod_rate)
+    cdef bint is_f32 = cnp.PyArray_ITEMSIZE(<cnp.ndarray>W) == 4
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(<cnp.ndarray>W)
+    cdef void* w = cnp.PyArray_DATA(<cnp.ndarray>W)
+    cdef void* g = cnp.PyArray_DATA(<cnp.ndarray>G)
+    cdef void* m1 = cnp.PyArray_DATA(<cnp.ndarray>M1)
+    cdef void* m2 = cnp.PyArray_DATA(<cnp.ndarray>M2)
+    with nogil:
+        _adam_blocks(is_f32, w, g, m1, m2, NULL, &args, n)
+    return True
+
+
+def adam_step(object W, object G, object M1, object M2, object A, object beta1, object beta2,
+              object eps, object learn_rate, object mod_rate, object L2, object weight_decay,
+              object grad_clip, object nr_update, object max_decay) -> bool:
+    """Ops.adam_step's arithmetic in two passes (the norm if clipping, then the update).
+
+    Returns False, touching nothing, unless the arrays (A may be None) are C-contiguous, of one
+    float dtype and one shape, and the hyper-parameters are Python numbers with grad_clip >= 0.
+    """
+    if not (
+        _suits(W, G, M1, M2, A)
+        and _is_number(beta1) and _is_number(beta2) and _is_number(eps)
+        and _is_number(learn_rate) and _is_number(mod_rate) and _is_number(L2)
+        and _is_number(weight_decay) and _is_number(grad_clip) and _is_number(nr_update)
+        and _is_number(max_decay) and grad_clip >= 0
+    ):
+        return False
+    cdef plait_adam_args args = _args(beta1, beta2, eps, learn_rate, mod_rate)
+    cdef bint is_f32 = cnp.PyArray_ITEMSIZE(<cnp.ndarray>W) == 4
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(<cnp.ndarray>W)
+    cdef void* w = cnp.PyArray_DATA(<cnp.ndarray>W)
+    cdef void* g = cnp.PyArray_DATA(<cnp.ndarray>G)
+    cdef void* m1 = cnp.PyArray_DATA(<cnp.ndarray>M1)
+    cdef void* m2 = cnp.PyArray_DATA(<cnp.ndarray>M2)
+    cdef void* avg = NULL
+    cdef double clip = grad_clip, norm
+    if A is not None:
+        # The decay exactly as update_averages computes it.
+        decay = min((1.0 + nr_update) / (10.0 + nr_update), max_decay)
+        avg = cnp.PyArray_DATA(<cnp.ndarray>A)
+        args.use_average = 1
+        args.one_minus_decay = 1.0 - decay
+    args.L2 = L2
+    args.use_L2 = args.L2 != 0.0
+    args.weight_decay = weight_decay
+    args.use_decay = args.weight_decay != 0.0
+    with nogil:
+        if clip > 0.0:
+            norm = sqrt(_sumsq(is_f32, g, w, args.L2, args.use_L2, n))
+            if norm >= clip and norm > 0.0:
+                args.use_scale = 1
+                args.scale = clip / norm
+        _adam_blocks(is_f32, w, g, m1, m2, avg, &args, n)
+    return True
