@@ -1,6 +1,77 @@
-"""NumpyOps fast paths: seq2col, maxout, reductions (compiled kernels in _kernels_cpu)."""
-from __future__ import annotations
+"""NumpyOps fast paths: seq2col, maxout, reductions (compiled kernels in _kernels_cpu).
+
+Each method hands its arguments to the compiled kernel, which returns None when they fall
+outside its fast case (C-contiguous float32/float64 arrays of the right rank, int32/int64
+lengths and indices) or when they are invalid; the Ops reference then computes the odd case or
+raises its error, so both backends accept and reject exactly the same calls.
+"""
+from typing import Optional, Tuple
+
+from ..types import Floats2d, Floats3d, Ints1d, Ints2d
+
+try:
+    from ._kernels_cpu import seq as _seq
+except ImportError:  # pragma: no cover - a source checkout without a build
+    _seq = None
 
 
 class SeqKernels:
     """Mixin for NumpyOps; each method overrides the Ops reference with the identical signature."""
+
+    if _seq is not None:
+
+        def seq2col(self, seq: Floats2d, nW: int, *, lengths: Optional[Ints1d] = None) -> Floats2d:
+            Y = _seq.seq2col(seq, nW, lengths)
+            return super().seq2col(seq, nW, lengths=lengths) if Y is None else Y
+
+        def backprop_seq2col(self, dY: Floats2d, nW: int, *, lengths: Optional[Ints1d] = None) -> Floats2d:
+            dX = _seq.backprop_seq2col(dY, nW, lengths)
+            return super().backprop_seq2col(dY, nW, lengths=lengths) if dX is None else dX
+
+        def maxout(self, X: Floats3d) -> Tuple[Floats2d, Ints2d]:
+            out = _seq.maxout(X)
+            return super().maxout(X) if out is None else out
+
+        def backprop_maxout(self, dY: Floats2d, which: Ints2d, P: int) -> Floats3d:
+            dX = _seq.backprop_maxout(dY, which, P)
+            return super().backprop_maxout(dY, which, P) if dX is None else dX
+
+        def reduce_first(self, X: Floats2d, lengths: Ints1d) -> Tuple[Floats2d, Ints1d]:
+            out = _seq.reduce_first(X, lengths)
+            return super().reduce_first(X, lengths) if out is None else out
+
+        def backprop_reduce_first(self, d_firsts: Floats2d, starts_ends: Ints1d) -> Floats2d:
+            dX = _seq.backprop_reduce_first(d_firsts, starts_ends)
+            return super().backprop_reduce_first(d_firsts, starts_ends) if dX is None else dX
+
+        def reduce_last(self, X: Floats2d, lengths: Ints1d) -> Tuple[Floats2d, Ints1d]:
+            out = _seq.reduce_last(X, lengths)
+            return super().reduce_last(X, lengths) if out is None else out
+
+        def backprop_reduce_last(self, d_lasts: Floats2d, lasts: Ints1d) -> Floats2d:
+            dX = _seq.backprop_reduce_last(d_lasts, lasts)
+            return super().backprop_reduce_last(d_lasts, lasts) if dX is None else dX
+
+        def reduce_sum(self, X: Floats2d, lengths: Ints1d) -> Floats2d:
+            Y = _seq.reduce_sum(X, lengths)
+            return super().reduce_sum(X, lengths) if Y is None else Y
+
+        def backprop_reduce_sum(self, d_sums: Floats2d, lengths: Ints1d) -> Floats2d:
+            dX = _seq.backprop_reduce_sum(d_sums, lengths)
+            return super().backprop_reduce_sum(d_sums, lengths) if dX is None else dX
+
+        def reduce_mean(self, X: Floats2d, lengths: Ints1d) -> Floats2d:
+            Y = _seq.reduce_mean(X, lengths)
+            return super().reduce_mean(X, lengths) if Y is None else Y
+
+        def backprop_reduce_mean(self, d_means: Floats2d, lengths: Ints1d) -> Floats2d:
+            dX = _seq.backprop_reduce_mean(d_means, lengths)
+            return super().backprop_reduce_mean(d_means, lengths) if dX is None else dX
+
+        def reduce_max(self, X: Floats2d, lengths: Ints1d) -> Tuple[Floats2d, Ints2d]:
+            out = _seq.reduce_max(X, lengths)
+            return super().reduce_max(X, lengths) if out is None else out
+
+        def backprop_reduce_max(self, d_maxes: Floats2d, which: Ints2d, lengths: Ints1d) -> Floats2d:
+            dX = _seq.backprop_reduce_max(d_maxes, which, lengths)
+            return super().backprop_reduce_max(d_maxes, which, lengths) if dX is None else dX
