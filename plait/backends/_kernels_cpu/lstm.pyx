@@ -1,0 +1,842 @@
+# cython: language_level=3
+"""Compiled LSTM kernels for NumpyOps: Thinc 8.3's packed, stacked, optionally bidirectional LSTM.
+
+The layout of `params`, the argument-order quirk (second argument = initial cells) and the
+forward state (Y4, G4, C4, X, H0, C0) are those of plait/backends/_lstm.py, the reference.
+One direction of one layer runs on one thread: the matrix products in plait_gemm (blocked,
+on vectors), the gate activations and cell update fused in one pass per row (float32: on
+vectors, with a polynomial exp). A bidirectional layer runs its two directions on two
+OpenMP threads when there are two and the work pays for it; nothing is summed across
+threads, so results never depend on thread counts. Between the time steps no thread pool
+is woken (see plait_gemm for why not BLAS). Also here: Ops.sigmoid for float32 and the
+one-pass derivatives dsigmoid/backprop_sigmoid/dtanh.
+"""
+import numpy
+
+from cython cimport floating
+from cython.parallel cimport prange
+from libc.math cimport exp, tanh
+from libc.stdint cimport int64_t
+from libc.string cimport memcpy, memset
+
+
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+    #ifdef _OPENMP
+    #include <omp.h>
+    static int plait_lstm_omp_threads(void) { return omp_get_max_threads(); }
+    #else
+    static int plait_lstm_omp_threads(void) { return 1; }
+    #endif
+    /* With GCC 12+ on x86-64 Linux the float32 kernels are also compiled for x86-64-v3
+       (AVX2, FMA) and v4 (AVX-512) and the loader picks what the CPU has (measured: the
+       fused step pass runs ~3x faster than the baseline SSE2 build); elsewhere they are
+       built once for the compiler's target. */
+    #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__x86_64__) && defined(__linux__)
+    #define PLAIT_X86_DISPATCH 1
+    #define PLAIT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+    #pragma GCC diagnostic ignored "-Wpsabi"
+    #else
+    #define PLAIT_CLONES
+    #endif
+    /* Helpers must be inlined into each clone to be compiled for its instruction set. */
+    #if defined(__GNUC__)
+    #define PLAIT_INLINE __attribute__((always_inline))
+    #else
+    #define PLAIT_INLINE
+    #endif
+
+    #if defined(__GNUC__) || defined(__clang__)
+    /* float32 math on 8-lane vectors (GCC/Clang vector extensions: one AVX register, two SSE
+       or NEON ones), so that the transcendental passes run without libm calls or branches. */
+    typedef float plait_vf __attribute__((vector_size(32)));
+    typedef int32_t plait_vi __attribute__((vector_size(32)));
+    typedef uint32_t plait_vu __attribute__((vector_size(32)));
+    #define PLAIT_VW 8
+
+    static inline PLAIT_INLINE plait_vf plait_vload(const float* p) { plait_vf v; memcpy(&v, p, sizeof(v)); return v; }
+    static inline PLAIT_INLINE void plait_vstore(float* p, plait_vf v) { memcpy(p, &v, sizeof(v)); }
+    static inline PLAIT_INLINE plait_vf plait_vsplat(float a) { plait_vf v = {a, a, a, a, a, a, a, a}; return v; }
+    /* m ? a : b, lane by lane, for a comparison mask m. */
+    static inline PLAIT_INLINE plait_vf plait_vselect(plait_vi m, plait_vf a, plait_vf b) {
+        return (plait_vf)(((plait_vi)a & m) | ((plait_vi)b & ~m));
+    }
+
+    /* exp: x = n*ln2 + r with |r| <= ln2/2 (ln2 in two parts, the first exact for any n in
+       range), e**r from its degree-7 Taylor polynomial (error below 1e-8 there), 2**n written
+       straight into the exponent bits. The clamp keeps 2**n a normal float; NaN fails both
+       comparisons and comes out as NaN. */
+    static inline PLAIT_INLINE plait_vf plait_vexp(plait_vf x) {
+        const plait_vf lo = plait_vsplat(-87.0f), hi = plait_vsplat(88.0f);
+        const plait_vf shift = plait_vsplat(12582912.0f);  /* 1.5 * 2**23: adding it rounds */
+        plait_vf t, n, r, p;
+        plait_vu bits;
+        x = plait_vselect(x < lo, lo, x);
+        x = plait_vselect(x > hi, hi, x);
+        t = x * 1.4426950408889634f + shift;
+        n = t - shift;
+        bits = ((plait_vu)t - 0x4B400000u + 127u) << 23;
+        r = x - n * 0.693115234375f;
+        r = r - n * 3.1946183e-05f;
+        p = plait_vsplat(1.0f / 5040.0f);
+        p = p * r + 1.0f / 720.0f;
+        p = p * r + 1.0f / 120.0f;
+        p = p * r + 1.0f / 24.0f;
+        p = p * r + 1.0f / 6.0f;
+        p = p * r + 0.5f;
+        p = p * r + 1.0f;
+        p = p * r + 1.0f;
+        return p * (plait_vf)bits;
+    }
+
+    /* k / (1 + exp(-k*x)) - (k - 1): the logistic function for k = 1 and, as
+       2*sigmoid(2x) - 1, tanh for k = 2 (absolute error ~1e-7, which float32 cannot tell
+       from libm's; relative precision for tiny |x| is what it gives up). */
+    static inline PLAIT_INLINE plait_vf plait_vact(plait_vf x, plait_vf k) {
+        return k / (1.0f + plait_vexp(-(k * x))) - (k - 1.0f);
+    }
+
+    /* Y = k-activation of X + B over n floats; n a multiple of 4 and k repeating its first
+       four lanes. The tail runs through a padded vector so that every element takes the
+       same arithmetic. */
+    static inline PLAIT_INLINE void plait_act_f(float* Y, const float* X, const float* B, int n, plait_vf k) {
+        int j = 0, rest;
+        float buf[PLAIT_VW], bb[PLAIT_VW];
+        plait_vf x;
+        for (; j + PLAIT_VW <= n; j += PLAIT_VW) {
+            x = plait_vload(X + j);
+            if (B) x = x + plait_vload(B + j);
+            plait_vstore(Y + j, plait_vact(x, k));
+        }
+        rest = n - j;
+        if (rest > 0) {
+            memset(buf, 0, sizeof(buf));
+            memset(bb, 0, sizeof(bb));
+            memcpy(buf, X + j, rest * sizeof(float));
+            if (B) memcpy(bb, B + j, rest * sizeof(float));
+            x = plait_vload(buf) + plait_vload(bb);
+            plait_vstore(buf, plait_vact(x, k));
+            memcpy(Y + j, buf, rest * sizeof(float));
+        }
+    }
+
+    /* Y = tanh(X), or Y *= tanh(X) when scale is set, over n floats (any n). */
+    static inline PLAIT_INLINE void plait_tanh_f(float* Y, const float* X, int n, int scale) {
+        int j = 0, rest;
+        float bx[PLAIT_VW], by[PLAIT_VW];
+        const plait_vf two = plait_vsplat(2.0f);
+        plait_vf t;
+        for (; j + PLAIT_VW <= n; j += PLAIT_VW) {
+            t = plait_vact(plait_vload(X + j), two);
+            plait_vstore(Y + j, scale ? plait_vload(Y + j) * t : t);
+        }
+        rest = n - j;
+        if (rest > 0) {
+            memset(bx, 0, sizeof(bx));
+            memset(by, 0, sizeof(by));
+            memcpy(bx, X + j, rest * sizeof(float));
+            memcpy(by, Y + j, rest * sizeof(float));
+            t = plait_vact(plait_vload(bx), two);
+            plait_vstore(by, scale ? plait_vload(by) * t : t);
+            memcpy(Y + j, by, rest * sizeof(float));
+        }
+    }
+
+    /* One row of one forward step (float32): g holds the 4*nO pre-activations with each
+       unit's gates adjacent (forget, input, output, candidate); h and c the carried state,
+       overwritten with the new one. */
+    PLAIT_CLONES static void plait_lstm_fwd_row_f(float* g, const float* bias, float* h, float* c, int nO) {
+        const plait_vf k = {1.0f, 1.0f, 1.0f, 2.0f, 1.0f, 1.0f, 1.0f, 2.0f};
+        int u;
+        plait_act_f(g, g, bias, 4 * nO, k);
+        for (u = 0; u < nO; u++) {
+            c[u] = g[4 * u] * c[u] + g[4 * u + 1] * g[4 * u + 3];
+            h[u] = g[4 * u + 2];
+        }
+        plait_tanh_f(h, c, nO, 1);
+    }
+
+    /* One row of one backward step (float32). g: the saved activated gates (interleaved),
+       c: this step's cells, c_prev: the cells it read, dH: the gradient of its hiddens,
+       dh_carry/dc_carry: gradients flowing back from the next step (dc_carry is replaced by
+       the one for the previous step), dG: gate gradients in gate blocks, tc: nO scratch. */
+    PLAIT_CLONES static void plait_lstm_bwd_row_f(const float* restrict g, const float* restrict c,
+                                     const float* restrict c_prev, const float* restrict dH,
+                                     const float* restrict dh_carry, float* restrict dc_carry,
+                                     float* restrict dG, float* restrict tc, int nO) {
+        int u;
+        float f, i, o, cand, t, dh, dc;
+        plait_tanh_f(tc, c, nO, 0);
+        for (u = 0; u < nO; u++) {
+            f = g[4 * u];
+            i = g[4 * u + 1];
+            o = g[4 * u + 2];
+            cand = g[4 * u + 3];
+            t = tc[u];
+            dh = dH[u] + dh_carry[u];
+            dc = dc_carry[u] + dh * o * (1.0f - t * t);
+            dG[u] = dc * c_prev[u] * f * (1.0f - f);
+            dG[nO + u] = dc * cand * i * (1.0f - i);
+            dG[2 * nO + u] = dh * t * o * (1.0f - o);
+            dG[3 * nO + u] = dc * i * (1.0f - cand * cand);
+            dc_carry[u] = dc * f;
+        }
+    }
+
+    /* Matrix products, on the calling thread: C (M, N) = op(A) (M, K) @ B (K, N), or C += it
+       when acc is set; row-major with leading dimensions, op(A) = A or, with ta, the
+       transpose of A (K, M). Measured on the 2-core development machine: as fast as
+       single-threaded OpenBLAS on the LSTM's shapes (90-110 GFLOP/s with AVX-512), while
+       calling a multi-threaded BLAS between the time steps made whole passes 2-8x slower
+       (its idle workers spin against the step loop). Blocking: rows in chunks of 128 whose
+       slice of A stays in L2, K in slices of 256 whose panel of B stays in L1, 4 x 32 or
+       1 x 64 blocks of C in registers. Each entry is a sum in k order, so results depend on
+       nothing but the inputs. */
+    #define PLAIT_GEMM_MC 128
+    #define PLAIT_GEMM_KC 256
+    #define PLAIT_GEMM_BLOCK(NAME, T, MR, NV, AIDX)                                                \
+        {                                                                                            \
+            NAME##_v c[MR][NV];                                                                      \
+            int q, r;                                                                                \
+            memset(c, 0, sizeof(c));                                                                 \
+            for (k = k0; k < k1; k++) {                                                              \
+                const T* bk = B + (int64_t)k * ldb + j;                                              \
+                NAME##_v bv[NV];                                                                     \
+                for (q = 0; q < NV; q++) bv[q] = NAME##_ld(bk + q * NAME##_W);                        \
+                for (r = 0; r < MR; r++)                                                             \
+                    for (q = 0; q < NV; q++) c[r][q] += AIDX(i + r, k) * bv[q];                      \
+            }                                                                                        \
+            for (r = 0; r < MR; r++) {                                                               \
+                T* cr = C + (int64_t)(i + r) * ldc + j;                                              \
+                for (q = 0; q < NV; q++) {                                                           \
+                    if (add) c[r][q] += NAME##_ld(cr + q * NAME##_W);                                \
+                    NAME##_st(cr + q * NAME##_W, c[r][q]);                                           \
+                }                                                                                    \
+            }                                                                                        \
+        }
+
+    #define PLAIT_GEMM_SCALAR(T, AIDX)                                                             \
+        {                                                                                            \
+            T s = 0;                                                                                 \
+            for (k = k0; k < k1; k++) s += AIDX(i, k) * B[(int64_t)k * ldb + j];                     \
+            C[(int64_t)i * ldc + j] = add ? C[(int64_t)i * ldc + j] + s : s;                         \
+        }
+
+    /* One chunk of rows [i0, i1) of C over all columns and all of K. */
+    #define PLAIT_GEMM_CHUNK(NAME, T, VW, MR, AIDX)                                                    \
+        for (k0 = 0; k0 == 0 || k0 < K; k0 += PLAIT_GEMM_KC) {                                       \
+            k1 = K - k0 > PLAIT_GEMM_KC ? k0 + PLAIT_GEMM_KC : K;                                    \
+            add = acc || k0 > 0;                                                                     \
+            /* Rows MR at a time, then 4 at a time, under column panels of 2 or 1 vectors. */      \
+            for (j = 0; j + 2 * VW <= N; j += 2 * VW) {                                              \
+                for (i = i0; i < iM; i += MR) PLAIT_GEMM_BLOCK(NAME, T, MR, 2, AIDX)                 \
+                for (; i < i4; i += 4) PLAIT_GEMM_BLOCK(NAME, T, 4, 2, AIDX)                         \
+            }                                                                                        \
+            for (; j + VW <= N; j += VW) {                                                           \
+                for (i = i0; i < iM; i += MR) PLAIT_GEMM_BLOCK(NAME, T, MR, 1, AIDX)                 \
+                for (; i < i4; i += 4) PLAIT_GEMM_BLOCK(NAME, T, 4, 1, AIDX)                         \
+            }                                                                                        \
+            for (; j < N; j++)                                                                       \
+                for (i = i0; i < i4; i++) PLAIT_GEMM_SCALAR(T, AIDX)                                 \
+            /* The chunk's last rows one at a time, with wider panels to keep the FMA units busy. */ \
+            for (i = i4; i < i1; i++) {                                                              \
+                for (j = 0; j + 4 * VW <= N; j += 4 * VW) PLAIT_GEMM_BLOCK(NAME, T, 1, 4, AIDX)      \
+                for (; j + VW <= N; j += VW) PLAIT_GEMM_BLOCK(NAME, T, 1, 1, AIDX)                   \
+                for (; j < N; j++) PLAIT_GEMM_SCALAR(T, AIDX)                                        \
+            }                                                                                        \
+            if (K == 0) break;                                                                       \
+        }
+
+    #define PLAIT_A_N(row, col) A[(int64_t)(row) * lda + (col)]
+    #define PLAIT_A_T(row, col) A[(int64_t)(col) * lda + (row)]
+
+    /* One product kernel on VW-lane vectors, compiled with ATTR (an instruction set). VW must
+       be the register width: wider vectors make GCC spill the block to memory (measured
+       50x slower). */
+    #define PLAIT_DEFINE_GEMM(NAME, T, VW, MR, ATTR)                                                   \
+    typedef T NAME##_v __attribute__((vector_size(VW * sizeof(T))));                               \
+    enum { NAME##_W = VW };                                                                          \
+    static inline PLAIT_INLINE NAME##_v NAME##_ld(const T* p) { NAME##_v v; memcpy(&v, p, sizeof(v)); return v; } \
+    static inline PLAIT_INLINE void NAME##_st(T* p, NAME##_v v) { memcpy(p, &v, sizeof(v)); }     \
+    ATTR static void NAME(int ta, int M, int N, int K, const T* A, int lda, const T* B,            \
+                          int ldb, T* C, int ldc, int acc) {                                         \
+        int i, j, k, k0, k1, add, i0, i1, iM, i4;                                                    \
+        for (i0 = 0; i0 < M; i0 = i1) {                                                              \
+            i1 = M - i0 > PLAIT_GEMM_MC ? i0 + PLAIT_GEMM_MC : M;                                    \
+            iM = i1 - (i1 - i0) % MR;  /* rows [i0, iM) in blocks of MR, [iM, i4) of 4 */            \
+            i4 = i1 - (i1 - i0) % 4;                                                                 \
+            if (ta) { PLAIT_GEMM_CHUNK(NAME, T, VW, MR, PLAIT_A_T) }                                 \
+            else { PLAIT_GEMM_CHUNK(NAME, T, VW, MR, PLAIT_A_N) }                                    \
+        }                                                                                            \
+    }
+
+    #ifdef PLAIT_X86_DISPATCH
+    /* Compiled for AVX-512, AVX2+FMA and baseline SSE2; picked once, from what the CPU has. */
+    PLAIT_DEFINE_GEMM(plait_gemm_f_v4, float, 16, 8, __attribute__((target("arch=x86-64-v4"))))
+    PLAIT_DEFINE_GEMM(plait_gemm_f_v3, float, 8, 4, __attribute__((target("arch=x86-64-v3"))))
+    PLAIT_DEFINE_GEMM(plait_gemm_f_v1, float, 4, 4, )
+    PLAIT_DEFINE_GEMM(plait_gemm_d_v4, double, 8, 8, __attribute__((target("arch=x86-64-v4"))))
+    PLAIT_DEFINE_GEMM(plait_gemm_d_v3, double, 4, 4, __attribute__((target("arch=x86-64-v3"))))
+    PLAIT_DEFINE_GEMM(plait_gemm_d_v1, double, 2, 4, )
+    static volatile int plait_isa_detected = 0, plait_isa_forced = 0;
+    static int plait_isa_level(void) {
+        if (plait_isa_detected == 0) {  /* benign race: every thread computes the same value */
+            __builtin_cpu_init();
+            plait_isa_detected = __builtin_cpu_supports("x86-64-v4") ? 4
+                                 : (__builtin_cpu_supports("x86-64-v3") ? 3 : 1);
+        }
+        return plait_isa_forced && plait_isa_forced < plait_isa_detected ? plait_isa_forced : plait_isa_detected;
+    }
+    /* For tests: run the products at a lower level than the CPU's (0: the CPU's own). */
+    static int plait_gemm_isa(int force) { plait_isa_forced = force; return plait_isa_level(); }
+    #define PLAIT_DISPATCH_GEMM(NAME, T)                                                           \
+    static void NAME(int ta, int M, int N, int K, const T* A, int lda, const T* B, int ldb,        \
+                     T* C, int ldc, int acc) {                                                      \
+        int level = plait_isa_level();                                                              \
+        if (level == 4) NAME##_v4(ta, M, N, K, A, lda, B, ldb, C, ldc, acc);                        \
+        else if (level == 3) NAME##_v3(ta, M, N, K, A, lda, B, ldb, C, ldc, acc);                   \
+        else NAME##_v1(ta, M, N, K, A, lda, B, ldb, C, ldc, acc);                                   \
+    }
+    PLAIT_DISPATCH_GEMM(plait_gemm_f, float)
+    PLAIT_DISPATCH_GEMM(plait_gemm_d, double)
+    #else
+    /* 128-bit vectors: SSE, NEON and the like. */
+    PLAIT_DEFINE_GEMM(plait_gemm_f, float, 4, 4, )
+    PLAIT_DEFINE_GEMM(plait_gemm_d, double, 2, 4, )
+    static int plait_gemm_isa(int force) { (void)force; return 0; }
+    #endif
+
+    /* Ops.sigmoid on float32: X clipped to [-20, 20], then 1 / (1 + exp(-X)); Y may be X. */
+    PLAIT_CLONES static void plait_sigmoid_f(float* Y, const float* X, int64_t n) {
+        const plait_vf lo = plait_vsplat(-20.0f), hi = plait_vsplat(20.0f), one = plait_vsplat(1.0f);
+        int64_t j = 0;
+        int rest;
+        float buf[PLAIT_VW];
+        plait_vf x;
+        for (;; j += PLAIT_VW) {
+            rest = (n - j) < PLAIT_VW ? (int)(n - j) : PLAIT_VW;
+            if (rest <= 0) break;
+            if (rest == PLAIT_VW) {
+                x = plait_vload(X + j);
+            } else {
+                memset(buf, 0, sizeof(buf));
+                memcpy(buf, X + j, rest * sizeof(float));
+                x = plait_vload(buf);
+            }
+            x = plait_vselect(x < lo, lo, x);
+            x = plait_vselect(x > hi, hi, x);
+            x = one / (one + plait_vexp(-x));
+            if (rest == PLAIT_VW) {
+                plait_vstore(Y + j, x);
+            } else {
+                plait_vstore(buf, x);
+                memcpy(Y + j, buf, rest * sizeof(float));
+            }
+        }
+    }
+    #else
+    /* Compilers without GCC/Clang vector extensions (MSVC): the same kernels, scalar, on libm. */
+    #include <math.h>
+    static float plait_sigmoid1(float x) { return 1.0f / (1.0f + expf(-x)); }
+    static void plait_lstm_fwd_row_f(float* g, const float* bias, float* h, float* c, int nO) {
+        int u;
+        for (u = 0; u < nO; u++) {
+            float f = plait_sigmoid1(g[4 * u] + bias[4 * u]);
+            float i = plait_sigmoid1(g[4 * u + 1] + bias[4 * u + 1]);
+            float o = plait_sigmoid1(g[4 * u + 2] + bias[4 * u + 2]);
+            float cand = tanhf(g[4 * u + 3] + bias[4 * u + 3]);
+            g[4 * u] = f; g[4 * u + 1] = i; g[4 * u + 2] = o; g[4 * u + 3] = cand;
+            c[u] = f * c[u] + i * cand;
+            h[u] = o * tanhf(c[u]);
+        }
+    }
+    static void plait_lstm_bwd_row_f(const float* g, const float* c, const float* c_prev, const float* dH,
+                                     const float* dh_carry, float* dc_carry, float* dG, float* tc, int nO) {
+        int u;
+        for (u = 0; u < nO; u++) {
+            float f = g[4 * u], i = g[4 * u + 1], o = g[4 * u + 2], cand = g[4 * u + 3];
+            float t = tanhf(c[u]);
+            float dh = dH[u] + dh_carry[u];
+            float dc = dc_carry[u] + dh * o * (1.0f - t * t);
+            dG[u] = dc * c_prev[u] * f * (1.0f - f);
+            dG[nO + u] = dc * cand * i * (1.0f - i);
+            dG[2 * nO + u] = dh * t * o * (1.0f - o);
+            dG[3 * nO + u] = dc * i * (1.0f - cand * cand);
+            dc_carry[u] = dc * f;
+        }
+        (void)tc;
+    }
+    static void plait_sigmoid_f(float* Y, const float* X, int64_t n) {
+        int64_t j;
+        for (j = 0; j < n; j++) {
+            float x = X[j] < -20.0f ? -20.0f : (X[j] > 20.0f ? 20.0f : X[j]);
+            Y[j] = plait_sigmoid1(x);
+        }
+    }
+    #define PLAIT_DEFINE_GEMM(NAME, T)                                                             \
+    static void NAME(int ta, int M, int N, int K, const T* A, int lda, const T* B, int ldb,        \
+                     T* C, int ldc, int acc) {                                                      \
+        int i, j, k;                                                                                \
+        for (i = 0; i < M; i++) {                                                                   \
+            T* cr = C + (int64_t)i * ldc;                                                           \
+            if (!acc) for (j = 0; j < N; j++) cr[j] = 0;                                            \
+            for (k = 0; k < K; k++) {                                                               \
+                T a = ta ? A[(int64_t)k * lda + i] : A[(int64_t)i * lda + k];                       \
+                const T* bk = B + (int64_t)k * ldb;                                                 \
+                for (j = 0; j < N; j++) cr[j] += a * bk[j];                                         \
+            }                                                                                       \
+        }                                                                                           \
+    }
+    PLAIT_DEFINE_GEMM(plait_gemm_f, float)
+    PLAIT_DEFINE_GEMM(plait_gemm_d, double)
+    static int plait_gemm_isa(int force) { (void)force; return 0; }
+    #endif
+    """
+    void plait_sigmoid_f(float* Y, const float* X, int64_t n) noexcept nogil
+    int plait_gemm_isa(int force) noexcept nogil
+    int plait_lstm_omp_threads() noexcept nogil
+    void plait_gemm_f(int ta, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                      float* C, int ldc, int acc) noexcept nogil
+    void plait_gemm_d(int ta, int M, int N, int K, const double* A, int lda, const double* B, int ldb,
+                      double* C, int ldc, int acc) noexcept nogil
+    void plait_lstm_fwd_row_f(float* g, const float* bias, float* h, float* c, int nO) noexcept nogil
+    void plait_lstm_bwd_row_f(const float* g, const float* c, const float* c_prev, const float* dH,
+                              const float* dh_carry, float* dc_carry, float* dG, float* tc, int nO) noexcept nogil
+
+
+# float64 rows use libm; float32 rows go to the vectorised C kernels above.
+cdef inline floating _sigmoid(floating x) noexcept nogil:
+    return 1.0 / (1.0 + exp(-x))
+
+
+cdef inline void _gemm(bint ta, int M, int N, int K, const floating* A, int lda, const floating* B,
+                       int ldb, floating* C, int ldc, bint acc) noexcept nogil:
+    """C (M, N) = op(A) @ B, or C += it with acc; op(A) is A (M, K) or, with ta, A.T for A (K, M)."""
+    if floating is float:
+        plait_gemm_f(ta, M, N, K, A, lda, B, ldb, C, ldc, acc)
+    else:
+        plait_gemm_d(ta, M, N, K, A, lda, B, ldb, C, ldc, acc)
+
+
+cdef int64_t _layer_size(int nI_l, int nO, int dirs) noexcept nogil:
+    """Parameters of one layer, all directions: Wx (4nO, nI_l), bx, Wh (4nO, nO), bh each."""
+    return <int64_t>dirs * 4 * nO * (nI_l + nO + 2)
+
+
+cdef void _interleave_transpose(const floating* W, floating* WT, int nO, int ncol) noexcept nogil:
+    """W (4nO, ncol), rows in gate blocks (gate, unit) -> WT (ncol, 4nO), columns (unit, gate).
+
+    Interleaved columns put every unit's four gates side by side in the products, which is
+    how the saved gates are laid out.
+    """
+    cdef int g, u, j
+    cdef int four = 4 * nO
+    cdef const floating* row
+    for g in range(4):
+        for u in range(nO):
+            row = W + <int64_t>(g * nO + u) * ncol
+            for j in range(ncol):
+                WT[<int64_t>j * four + u * 4 + g] = row[j]
+
+
+# --- forward -----------------------------------------------------------------------
+
+
+cdef inline void _fwd_row(floating* g, const floating* bias, floating* h, floating* c, int nO) noexcept nogil:
+    """One row of one step: activate the interleaved gates in place, update cell and hidden."""
+    cdef int u
+    cdef floating cell
+    if floating is float:
+        plait_lstm_fwd_row_f(g, bias, h, c, nO)
+    else:
+        for u in range(nO):
+            g[4 * u] = _sigmoid(g[4 * u] + bias[4 * u])
+            g[4 * u + 1] = _sigmoid(g[4 * u + 1] + bias[4 * u + 1])
+            g[4 * u + 2] = _sigmoid(g[4 * u + 2] + bias[4 * u + 2])
+            g[4 * u + 3] = tanh(g[4 * u + 3] + bias[4 * u + 3])
+        for u in range(nO):
+            cell = g[4 * u] * c[u] + g[4 * u + 1] * g[4 * u + 3]
+            c[u] = cell
+            h[u] = g[4 * u + 2] * tanh(cell)
+
+
+cdef void _fwd_direction(
+    int N, int nO, int nB, int nI_l, int n_steps, bint reverse,
+    const int64_t* sizes, const int64_t* starts,
+    const floating* inp0, int ld0, const floating* inp1, int ld1, int w0,
+    const floating* W, const floating* h_init, const floating* c_init, floating* work,
+    floating* G, floating* Y, floating* C, floating* out, int ldo,
+) noexcept nogil:
+    """One layer in one direction: gates G (N, 4nO) interleaved, hiddens Y and cells C (N, nO).
+
+    W is the layer/direction's slice of params. The input is one block (inp0, nI_l wide) or
+    two side by side (inp0 w0 wide, inp1 the rest: the directions of the layer below). C and
+    out (the stack's output, row stride ldo) may be NULL. work: 4nO*(nI_l+nO+1) + 2nB*nO.
+    """
+    cdef int four = 4 * nO
+    cdef int k, j, u, g, b
+    cdef int64_t t, s
+    cdef const floating* bx = W + <int64_t>four * nI_l
+    cdef const floating* Wh = bx + four
+    cdef const floating* bh = Wh + <int64_t>four * nO
+    cdef floating* WxT = work
+    cdef floating* WhT = WxT + <int64_t>four * nI_l
+    cdef floating* bias = WhT + <int64_t>four * nO
+    cdef floating* hcar = bias + four
+    cdef floating* ccar = hcar + <int64_t>nB * nO
+    _interleave_transpose(W, WxT, nO, nI_l)
+    _interleave_transpose(Wh, WhT, nO, nO)
+    for u in range(nO):
+        for g in range(4):
+            bias[u * 4 + g] = bx[g * nO + u] + bh[g * nO + u]
+    _gemm(False, N, four, w0, inp0, ld0, WxT, four, G, four, False)
+    if inp1 != NULL:
+        _gemm(False, N, four, nI_l - w0, inp1, ld1, WxT + <int64_t>w0 * four, four, G, four, True)
+    # The carried state keeps the first step's width: right to left the batch grows, and
+    # rows that have not started yet must still hold the initial state.
+    for j in range(nB):
+        memcpy(&hcar[<int64_t>j * nO], h_init, nO * sizeof(floating))
+        memcpy(&ccar[<int64_t>j * nO], c_init, nO * sizeof(floating))
+    for k in range(n_steps):
+        t = (n_steps - 1 - k) if reverse else k
+        b = <int>sizes[t]
+        s = starts[t]
+        _gemm(False, b, four, nO, hcar, nO, WhT, four, &G[s * four], four, True)
+        for j in range(b):
+            _fwd_row(&G[(s + j) * four], bias, &hcar[<int64_t>j * nO], &ccar[<int64_t>j * nO], nO)
+        memcpy(&Y[s * nO], hcar, <int64_t>b * nO * sizeof(floating))
+        if C != NULL:
+            memcpy(&C[s * nO], ccar, <int64_t>b * nO * sizeof(floating))
+        if out != NULL:
+            for j in range(b):
+                memcpy(&out[(s + j) * ldo], &hcar[<int64_t>j * nO], nO * sizeof(floating))
+
+
+cdef void _fwd_stack(
+    const floating* params, const floating* cell_init, const floating* hidden_init,
+    const floating* X, int N, int nI, int depth, int dirs, int nO, int nB,
+    int n_steps, const int64_t* sizes, const int64_t* starts,
+    floating* Y4, floating* G4, floating* C4, bint keep_state, floating* work, int64_t n_work,
+    floating* out, bint par,
+) noexcept nogil:
+    """All layers and directions. Training fills Y4/G4/C4 (depth, dirs, N, *); inference
+    uses Y4 (2, dirs, N, nO) and G4 (1, dirs, N, 4nO) as scratch and C4 not at all."""
+    cdef int i, d, nI_l, ld0, w0, slot, y_slot
+    cdef int64_t offset = 0
+    cdef int64_t plane = <int64_t>N * nO
+    cdef const floating* inp0
+    cdef const floating* inp1
+    cdef const floating* prev = NULL
+    for i in range(depth):
+        nI_l = nI if i == 0 else dirs * nO
+        # Above the first layer the input is the layer below's hiddens, one block per direction.
+        inp0 = X if i == 0 else prev
+        ld0 = nI if i == 0 else nO
+        w0 = ld0
+        inp1 = (prev + plane) if (i > 0 and dirs == 2) else NULL
+        y_slot = i if keep_state else i % 2
+        slot = i if keep_state else 0
+        for d in prange(dirs, num_threads=2 if (par and dirs == 2) else 1, schedule="static"):
+            _fwd_direction(
+                N, nO, nB, nI_l, n_steps, d == 1, sizes, starts, inp0, ld0, inp1, nO, w0,
+                params + offset + d * (_layer_size(nI_l, nO, 1)),
+                hidden_init + (i * dirs + d) * nO, cell_init + (i * dirs + d) * nO, work + d * n_work,
+                G4 + (<int64_t>slot * dirs + d) * plane * 4,
+                Y4 + (<int64_t>y_slot * dirs + d) * plane,
+                (C4 + (<int64_t>slot * dirs + d) * plane) if keep_state else NULL,
+                (out + d * nO) if i == depth - 1 else NULL, dirs * nO,
+            )
+        offset += _layer_size(nI_l, nO, dirs)
+        prev = Y4 + <int64_t>y_slot * dirs * plane
+
+
+# --- backward ----------------------------------------------------------------------
+
+
+cdef inline void _bwd_row(
+    const floating* g, const floating* c, const floating* c_prev, const floating* dH,
+    floating* dh_carry, floating* dc_carry, floating* dG, floating* tc_buf, int nO,
+) noexcept nogil:
+    """One row of one step: gate gradients dG (4 blocks of nO) and the carried cell gradient."""
+    cdef int u
+    cdef floating f, i, o, cand, tc, dh, dc
+    if floating is float:
+        plait_lstm_bwd_row_f(g, c, c_prev, dH, dh_carry, dc_carry, dG, tc_buf, nO)
+    else:
+        for u in range(nO):
+            f = g[4 * u]
+            i = g[4 * u + 1]
+            o = g[4 * u + 2]
+            cand = g[4 * u + 3]
+            tc = tanh(c[u])
+            dh = dH[u] + dh_carry[u]
+            dc = dc_carry[u] + dh * o * (1 - tc * tc)
+            dG[u] = dc * c_prev[u] * f * (1 - f)
+            dG[nO + u] = dc * cand * i * (1 - i)
+            dG[2 * nO + u] = dh * tc * o * (1 - o)
+            dG[3 * nO + u] = dc * i * (1 - cand * cand)
+            dc_carry[u] = dc * f
+
+
+cdef void _bwd_direction(
+    int N, int nO, int nB, int nI_l, int n_steps, bint reverse,
+    const int64_t* sizes, const int64_t* starts,
+    const floating* G, const floating* C, const floating* Y,
+    const floating* h_init, const floating* c_init, const floating* dH, int ldh,
+    const floating* inp0, int ld0, const floating* inp1, int ld1, int w0,
+    const floating* W, floating* dW, floating* dXin, bint accumulate, floating* work, double* acc,
+) noexcept nogil:
+    """Backprop one layer/direction: its slice dW of d_params, and dXin (N, nI_l) += or =.
+
+    W/dW: the layer/direction's slices of params and d_params; dH (row stride ldh) the
+    gradient of its hiddens. work: N*5nO + 2nB*nO + nO; acc: 4nO doubles.
+    """
+    cdef int four = 4 * nO
+    cdef int k, j, b, bp, q
+    cdef int64_t t, p, s, r
+    cdef const floating* Wh = W + <int64_t>four * (nI_l + 1)
+    cdef floating* dbx = dW + <int64_t>four * nI_l
+    cdef floating* dWh = dbx + four
+    cdef floating* dbh = dWh + <int64_t>four * nO
+    cdef floating* dG = work  # (N, 4nO), the gates in blocks like W's rows
+    cdef floating* Hprev = dG + <int64_t>N * four  # (N, nO): the hidden state each row read
+    cdef floating* dh_carry = Hprev + <int64_t>N * nO
+    cdef floating* dc_carry = dh_carry + <int64_t>nB * nO
+    cdef floating* tc_buf = dc_carry + <int64_t>nB * nO
+    memset(dh_carry, 0, <int64_t>nB * nO * sizeof(floating))
+    memset(dc_carry, 0, <int64_t>nB * nO * sizeof(floating))
+    # Steps in the reverse of the order the forward pass ran them; p is the step before.
+    for k in range(n_steps - 1, -1, -1):
+        t = (n_steps - 1 - k) if reverse else k
+        p = -1 if k == 0 else ((n_steps - k) if reverse else k - 1)
+        b = <int>sizes[t]
+        s = starts[t]
+        bp = <int>sizes[p] if p >= 0 else 0
+        # Rows past the previous step's width read the initial state. Gradients carried
+        # into rows that had already ended stay zero, as they must.
+        for j in range(b):
+            memcpy(&Hprev[(s + j) * nO], (&Y[(starts[p] + j) * nO]) if j < bp else h_init,
+                   nO * sizeof(floating))
+            _bwd_row(&G[(s + j) * four], &C[(s + j) * nO],
+                     (&C[(starts[p] + j) * nO]) if j < bp else c_init, &dH[(s + j) * ldh],
+                     &dh_carry[<int64_t>j * nO], &dc_carry[<int64_t>j * nO], &dG[(s + j) * four], tc_buf, nO)
+        _gemm(False, b, nO, four, &dG[s * four], four, Wh, nO, dh_carry, nO, False)
+    # The bias gradient is summed in double, row after row: exact enough, and fixed order.
+    for q in range(four):
+        acc[q] = 0
+    for r in range(N):
+        for q in range(four):
+            acc[q] += dG[r * four + q]
+    for q in range(four):
+        dbx[q] = <floating>acc[q]
+        dbh[q] = <floating>acc[q]
+    _gemm(True, four, w0, N, dG, four, inp0, ld0, dW, nI_l, False)
+    if inp1 != NULL:
+        _gemm(True, four, nI_l - w0, N, dG, four, inp1, ld1, dW + w0, nI_l, False)
+    _gemm(True, four, nO, N, dG, four, Hprev, nO, dWh, nO, False)
+    _gemm(False, N, nI_l, four, dG, four, W, nI_l, dXin, nI_l, accumulate)
+
+
+cdef void _bwd_stack(
+    const floating* params, const floating* cell_init, const floating* hidden_init,
+    const floating* X, int N, int nI, int depth, int dirs, int nO, int nB,
+    int n_steps, const int64_t* sizes, const int64_t* starts,
+    const floating* Y4, const floating* G4, const floating* C4, const floating* dY,
+    floating* d_params, floating* dX, floating* dXbuf, floating* dX1, floating* work, int64_t n_work,
+    double* acc, bint par,
+) noexcept nogil:
+    """Top layer down; dXbuf holds two (N, dirs*nO) gradients of the layers' inputs, alternately."""
+    cdef int i, d, nI_l, ldh, ld0, w0
+    cdef int64_t offset, r, plane = <int64_t>N * nO
+    cdef const floating* inp0
+    cdef const floating* inp1
+    cdef const floating* dH = dY
+    cdef floating* dXin
+    ldh = dirs * nO
+    for i in range(depth - 1, -1, -1):
+        nI_l = nI if i == 0 else dirs * nO
+        offset = 0 if i == 0 else _layer_size(nI, nO, dirs) + (i - 1) * _layer_size(dirs * nO, nO, dirs)
+        if i == 0:
+            inp0 = X
+            ld0 = nI
+            inp1 = NULL
+            dXin = dX
+        else:
+            inp0 = Y4 + <int64_t>(i - 1) * dirs * plane
+            ld0 = nO
+            inp1 = (inp0 + plane) if dirs == 2 else NULL
+            dXin = dXbuf + (i % 2) * <int64_t>dirs * plane
+        w0 = ld0
+        for d in prange(dirs, num_threads=2 if (par and dirs == 2) else 1, schedule="static"):
+            _bwd_direction(
+                N, nO, nB, nI_l, n_steps, d == 1, sizes, starts,
+                G4 + (<int64_t>i * dirs + d) * plane * 4, C4 + (<int64_t>i * dirs + d) * plane,
+                Y4 + (<int64_t>i * dirs + d) * plane,
+                hidden_init + (i * dirs + d) * nO, cell_init + (i * dirs + d) * nO,
+                dH + d * nO, ldh, inp0, ld0, inp1, nO, w0,
+                params + offset + d * _layer_size(nI_l, nO, 1), d_params + offset + d * _layer_size(nI_l, nO, 1),
+                dXin if d == 0 else dX1, False, work + d * n_work, acc + d * 4 * nO,
+            )
+        # The directions' input gradients are summed after both, the same with 1 or 2 threads.
+        if dirs == 2:
+            for r in range(<int64_t>N * nI_l):
+                dXin[r] += dX1[r]
+        dH = dXin
+        ldh = nI_l
+
+
+# --- activations -------------------------------------------------------------------
+
+
+cdef void _dsigmoid(const floating* Y, floating* out, int64_t n) noexcept nogil:
+    cdef int64_t j
+    for j in range(n):
+        out[j] = Y[j] * (<floating>1 - Y[j])
+
+
+cdef void _backprop_sigmoid(const floating* dY, const floating* Y, floating* out, int64_t n) noexcept nogil:
+    cdef int64_t j
+    for j in range(n):
+        out[j] = dY[j] * (Y[j] * (<floating>1 - Y[j]))
+
+
+cdef void _dtanh(const floating* Y, floating* out, int64_t n) noexcept nogil:
+    cdef int64_t j
+    for j in range(n):
+        out[j] = <floating>1 - Y[j] * Y[j]
+
+
+# --- Python entry points -----------------------------------------------------------
+
+
+def _forward_impl(floating[::1] params, floating[:, :, ::1] H0, floating[:, :, ::1] C0,
+                  floating[:, ::1] X, int64_t[::1] sizes, int64_t[::1] starts, bint keep_state, bint par):
+    cdef int N = X.shape[0], nI = X.shape[1]
+    cdef int depth = H0.shape[0], dirs = H0.shape[1], nO = H0.shape[2]
+    cdef int nB = <int>sizes[0] if sizes.shape[0] > 0 else 0
+    cdef int n_steps = <int>numpy.count_nonzero(sizes)  # zero-size steps can only trail
+    dtype = numpy.float32 if floating is float else numpy.float64
+    if keep_state:
+        Y4_arr = numpy.empty((depth, dirs, N, nO), dtype=dtype)
+        G4_arr = numpy.empty((depth, dirs, N, 4 * nO), dtype=dtype)
+        C4_arr = numpy.empty((depth, dirs, N, nO), dtype=dtype)
+    else:
+        Y4_arr = numpy.empty((2, dirs, N, nO), dtype=dtype)
+        G4_arr = numpy.empty((1, dirs, N, 4 * nO), dtype=dtype)
+        C4_arr = numpy.empty((1, 1, 1, 1), dtype=dtype)
+    out_arr = numpy.empty((N, dirs * nO), dtype=dtype)
+    if N == 0:
+        return out_arr, Y4_arr, G4_arr, C4_arr
+    cdef int64_t n_work = 4 * nO * (max(nI, dirs * nO) + nO + 1) + 2 * nB * nO
+    work_arr = numpy.empty((dirs * n_work,), dtype=dtype)
+    cdef floating[:, :, :, ::1] Y4 = Y4_arr
+    cdef floating[:, :, :, ::1] G4 = G4_arr
+    cdef floating[:, :, :, ::1] C4 = C4_arr
+    cdef floating[:, ::1] out = out_arr
+    cdef floating[::1] work = work_arr
+    with nogil:
+        _fwd_stack(&params[0], &H0[0, 0, 0], &C0[0, 0, 0], &X[0, 0], N, nI, depth, dirs, nO, nB,
+                   n_steps, &sizes[0], &starts[0], &Y4[0, 0, 0, 0], &G4[0, 0, 0, 0], &C4[0, 0, 0, 0],
+                   keep_state, &work[0], n_work, &out[0, 0], par)
+    return out_arr, Y4_arr, G4_arr, C4_arr
+
+
+def _split_directions(H0, X) -> bool:
+    """Whether a bidirectional stack runs its two directions on two threads.
+
+    Measured on 2 idle cores: 1.9-2.0x faster, the same CPU time, from about 2M
+    multiply-adds per direction and layer; below that, waking the second thread costs more.
+    """
+    depth, dirs, nO = H0.shape
+    N, nI = X.shape
+    return dirs == 2 and plait_lstm_omp_threads() > 1 and N * 4 * nO * (max(nI, 2 * nO) + nO) >= (1 << 21)
+
+
+def lstm_forward(params, H0, C0, X, sizes, starts, bint keep_state, par=None):
+    """Forward pass of the stack; returns (Y (N, dirs*nO), Y4, G4, C4).
+
+    H0 holds the initial cells and C0 the initial hiddens (Thinc's order); the float arrays
+    are C-contiguous and of one dtype (unchecked: the caller validates), sizes and starts
+    int64 with sizes non-increasing and summing to N. Y4/G4/C4 are the state for
+    lstm_backward when keep_state is set, scratch otherwise. par: the two directions on two
+    threads (None: see _split_directions; either way the results are the same).
+    """
+    par = _split_directions(H0, X) if par is None else par
+    return _forward_impl(params, H0, C0, X, sizes, starts, keep_state, bool(par))
+
+
+def _backward_impl(floating[:, ::1] dY, floating[::1] params, floating[:, :, ::1] H0,
+                   floating[:, :, ::1] C0, floating[:, ::1] X, floating[:, :, :, ::1] Y4,
+                   floating[:, :, :, ::1] G4, floating[:, :, :, ::1] C4, int64_t[::1] sizes,
+                   int64_t[::1] starts, bint par):
+    cdef int N = X.shape[0], nI = X.shape[1]
+    cdef int depth = H0.shape[0], dirs = H0.shape[1], nO = H0.shape[2]
+    cdef int nB = <int>sizes[0] if sizes.shape[0] > 0 else 0
+    cdef int n_steps = <int>numpy.count_nonzero(sizes)
+    dtype = numpy.float32 if floating is float else numpy.float64
+    d_params_arr = numpy.zeros((params.shape[0],), dtype=dtype)
+    dX_arr = numpy.zeros((N, nI), dtype=dtype)
+    if N == 0:
+        return dX_arr, d_params_arr
+    cdef int64_t n_work = <int64_t>N * 5 * nO + 2 * nB * nO + nO
+    work_arr = numpy.empty((dirs * n_work,), dtype=dtype)
+    dXbuf_arr = numpy.empty((2 * N * dirs * nO if depth > 1 else 1,), dtype=dtype)
+    dX1_arr = numpy.empty((N * max(nI, dirs * nO) if dirs == 2 else 1,), dtype=dtype)
+    acc_arr = numpy.empty((dirs * 4 * nO,), dtype=numpy.float64)
+    cdef floating[::1] d_params = d_params_arr
+    cdef floating[:, ::1] dX = dX_arr
+    cdef floating[::1] work = work_arr
+    cdef floating[::1] dXbuf = dXbuf_arr
+    cdef floating[::1] dX1 = dX1_arr
+    cdef double[::1] acc = acc_arr
+    with nogil:
+        _bwd_stack(&params[0], &H0[0, 0, 0], &C0[0, 0, 0], &X[0, 0], N, nI, depth, dirs, nO, nB,
+                   n_steps, &sizes[0], &starts[0], &Y4[0, 0, 0, 0], &G4[0, 0, 0, 0], &C4[0, 0, 0, 0],
+                   &dY[0, 0], &d_params[0], &dX[0, 0], &dXbuf[0], &dX1[0], &work[0], n_work, &acc[0], par)
+    return dX_arr, d_params_arr
+
+
+def lstm_backward(dY, params, H0, C0, X, Y4, G4, C4, sizes, starts, par=None):
+    """Gradients of `lstm_forward` with keep_state: (dX (N, nI), d_params (P,)).
+
+    The same conventions as lstm_forward; dY (N, dirs*nO) is not modified.
+    """
+    par = _split_directions(H0, X) if par is None else par
+    return _backward_impl(dY, params, H0, C0, X, Y4, G4, C4, sizes, starts, bool(par))
+
+
+def _gemm_isa(int force=0) -> int:
+    """For tests: cap the instruction set of the products (x86-64-v4 = 4, v3 = 3, baseline = 1;
+    0 = the CPU's best) and return the level now in use (0 where there is no choice)."""
+    return plait_gemm_isa(force)
+
+
+def sigmoid_f32(float[::1] X, float[::1] out):
+    """out = 1 / (1 + exp(-clip(X, -20, 20))) for float32; out may be X."""
+    with nogil:
+        if X.shape[0] > 0:
+            plait_sigmoid_f(&out[0], &X[0], X.shape[0])
+
+
+def dsigmoid(floating[::1] Y, floating[::1] out):
+    """out = Y * (1 - Y); out may be Y."""
+    with nogil:
+        if Y.shape[0] > 0:
+            _dsigmoid(&Y[0], &out[0], Y.shape[0])
+
+
+def backprop_sigmoid(floating[::1] dY, floating[::1] Y, floating[::1] out):
+    """out = dY * Y * (1 - Y); out may be dY."""
+    with nogil:
+        if Y.shape[0] > 0:
+            _backprop_sigmoid(&dY[0], &Y[0], &out[0], Y.shape[0])
+
+
+def dtanh(floating[::1] Y, floating[::1] out):
+    """out = 1 - Y**2; out may be Y."""
+    with nogil:
+        if Y.shape[0] > 0:
+            _dtanh(&Y[0], &out[0], Y.shape[0])

@@ -1,0 +1,474 @@
+"""NumpyOps' compiled LSTM (lstm_forward_training/_inference, backprop_lstm) and activations
+(sigmoid, dsigmoid, backprop_sigmoid, dtanh) against the Ops reference.
+
+The LSTM kernels are compared with `Ops(numpy)` (the `ref_ops` fixture) on random shapes and
+ragged batches: float64 to ~1e-12, float32 to float32 tolerance (its gates use a polynomial
+exp). The saved state must have the reference's layout, so either backward pass accepts
+either forward state. Results must not change with the OpenMP or BLAS thread count (a
+bidirectional layer may run its two directions on two threads; nothing is summed across
+them). The derivative kernels are bit-identical to the reference; the float32 sigmoid
+agrees to ~1e-7.
+"""
+import contextlib
+
+import numpy
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from threadpoolctl import threadpool_limits
+
+from plait.backends import NumpyOps, Ops
+from plait.backends import _numpy_lstm
+from plait.backends._kernels_cpu import openmp_info
+
+FLOATS = ["float32", "float64"]
+TOL = {"float32": dict(rtol=2e-4, atol=2e-5), "float64": dict(rtol=1e-10, atol=1e-12)}
+
+
+# --- helpers -----------------------------------------------------------------------
+
+
+def n_params(depth, dirs, nO, nI):
+    total = 0
+    for i in range(depth):
+        nI_layer = nI if i == 0 else dirs * nO
+        total += dirs * 4 * nO * (nI_layer + nO + 2)
+    return total
+
+
+def sizes_from_lengths(lengths):
+    lengths = sorted(lengths, reverse=True)
+    return [sum(1 for n in lengths if n > t) for t in range(lengths[0])] if lengths else []
+
+
+def make_case(seed, depth, dirs, nO, nI, sizes, dtype="float32", scale=0.5):
+    rng = numpy.random.default_rng(seed)
+    sizes = numpy.asarray(sizes, dtype="int32")
+    N = int(sizes.sum())
+    params = (rng.normal(size=n_params(depth, dirs, nO, nI)) * scale).astype(dtype)
+    H0 = rng.normal(size=(depth, dirs, nO)).astype(dtype)
+    C0 = rng.normal(size=(depth, dirs, nO)).astype(dtype)
+    X = rng.normal(size=(N, nI)).astype(dtype)
+    dY = rng.normal(size=(N, dirs * nO)).astype(dtype)
+    return params, H0, C0, X, sizes, dY
+
+
+def assert_close(actual, desired, dtype):
+    assert actual.dtype == desired.dtype == numpy.dtype(dtype)
+    assert actual.shape == desired.shape
+    numpy.testing.assert_allclose(actual, desired, **TOL[dtype])
+
+
+def assert_same(actual, desired):
+    assert actual.dtype == desired.dtype and actual.shape == desired.shape
+    numpy.testing.assert_array_equal(actual, desired)
+
+
+def check_against_reference(ref_ops, params, H0, C0, X, sizes, dY, dtype):
+    ops = NumpyOps()
+    Y_ref, state_ref = ref_ops.lstm_forward_training(params, H0, C0, X, sizes)
+    Y, state = ops.lstm_forward_training(params, H0, C0, X, sizes)
+    assert_close(Y, Y_ref, dtype)
+    for mine, theirs in zip(state[:3], state_ref[:3]):
+        assert_close(mine, theirs, dtype)
+    assert state[3] is X and state[4] is H0 and state[5] is C0
+    Y_inf = ops.lstm_forward_inference(params, H0, C0, X, sizes)
+    assert_close(Y_inf, Y_ref, dtype)
+    dX_ref, dp_ref = ref_ops.backprop_lstm(dY, sizes, params, state_ref)
+    dX, dp = ops.backprop_lstm(dY, sizes, params, state)
+    assert_close(dX, dX_ref, dtype)
+    assert_close(dp, dp_ref, dtype)
+    return Y, state, dX, dp
+
+
+@contextlib.contextmanager
+def threads(n):
+    with threadpool_limits(limits=n):
+        yield
+
+
+# --- the compiled path is there and taken ------------------------------------------
+
+
+def test_lstm_kernels_are_built():
+    # Without the extension every method silently falls back to the (slow) reference.
+    assert _numpy_lstm._compiled is not None, "plait.backends._kernels_cpu.lstm is not built"
+
+
+def test_numpy_ops_takes_the_compiled_path(monkeypatch):
+    params, H0, C0, X, sizes, dY = make_case(0, 1, 2, 3, 2, [2, 1])
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("fell back to the reference")
+
+    monkeypatch.setattr(Ops, "lstm_forward_training", refuse)
+    monkeypatch.setattr(Ops, "lstm_forward_inference", refuse)
+    monkeypatch.setattr(Ops, "backprop_lstm", refuse)
+    for name in ("sigmoid", "dsigmoid", "backprop_sigmoid", "dtanh"):
+        monkeypatch.setattr(Ops, name, refuse)
+    ops = NumpyOps()
+    Y, state = ops.lstm_forward_training(params, H0, C0, X, sizes)
+    ops.lstm_forward_inference(params, H0, C0, X, sizes)
+    ops.backprop_lstm(dY, sizes, params, state)
+    big = numpy.full((80, 80), 0.25, dtype="float32")
+    ops.sigmoid(big)
+    ops.dsigmoid(big)
+    ops.backprop_sigmoid(big, big)
+    ops.dtanh(big)
+
+
+# --- forward and backward against the reference --------------------------------------
+
+
+CONFIGS = [
+    # depth, dirs, nO, nI, size_at_t
+    (1, 1, 3, 2, [3, 2, 1]),
+    (1, 2, 5, 4, [4, 4, 2, 1, 1]),
+    (2, 1, 8, 3, [5, 5, 5]),
+    (2, 2, 17, 7, [9, 3, 3, 1]),
+    (3, 2, 4, 6, [2, 2, 1]),
+    # Wider than the step kernel's vector panels (16 and 32 lanes), batches not a multiple of 4.
+    (1, 2, 40, 33, [7, 6, 6, 5, 2]),
+    (2, 1, 64, 20, [13, 9, 1]),
+    (1, 2, 12, 5, [40] * 8),  # over 256 rows: the products run over chunks of rows and of K
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("depth,dirs,nO,nI,sizes", CONFIGS)
+def test_lstm_matches_reference(ref_ops, dtype, depth, dirs, nO, nI, sizes):
+    args = make_case(1, depth, dirs, nO, nI, sizes, dtype)
+    check_against_reference(ref_ops, *args, dtype)
+
+
+@pytest.mark.parametrize("level", [1, 3, 4])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_lstm_matches_reference_at_every_instruction_set(ref_ops, dtype, level):
+    # x86-64 builds carry the products for AVX-512 (4), AVX2 (3) and SSE2 (1); the CPU picks
+    # one, so the others are checked by capping the level (capped at what the CPU has).
+    kernels = _numpy_lstm._compiled
+    try:
+        in_use = kernels._gemm_isa(level)
+        assert in_use <= level
+        for depth, dirs, nO, nI, sizes in CONFIGS[3:]:
+            args = make_case(15, depth, dirs, nO, nI, sizes, dtype)
+            check_against_reference(ref_ops, *args, dtype)
+    finally:
+        kernels._gemm_isa(0)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_lstm_matches_reference_with_long_step_products(ref_ops, dtype):
+    # nO > 256 makes the step products run over several slices of their inner dimension.
+    args = make_case(2, 1, 1, 260, 3, [3, 2, 2], dtype, scale=0.05)
+    check_against_reference(ref_ops, *args, dtype)
+
+
+@given(
+    lengths=st.lists(st.integers(min_value=1, max_value=6), min_size=1, max_size=7),
+    depth=st.integers(min_value=1, max_value=3),
+    dirs=st.sampled_from([1, 2]),
+    nO=st.integers(min_value=1, max_value=20),
+    nI=st.integers(min_value=1, max_value=9),
+    dtype=st.sampled_from(FLOATS),
+    seed=st.integers(min_value=0, max_value=2**16),
+)
+@settings(max_examples=40, deadline=None)
+def test_lstm_ragged_batches_match_reference(lengths, depth, dirs, nO, nI, dtype, seed):
+    args = make_case(seed, depth, dirs, nO, nI, sizes_from_lengths(lengths), dtype)
+    check_against_reference(Ops(), *args, dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_lstm_saturated_gates_match_reference(ref_ops, dtype):
+    # Large weights push the gates into the flat ends of sigmoid and tanh (and exp to its clamp).
+    args = make_case(3, 2, 2, 6, 5, [4, 3, 1], dtype, scale=40.0)
+    Y, state, dX, dp = check_against_reference(ref_ops, *args, dtype)
+    G = state[1]
+    sigmoids = numpy.stack([G[..., k::4] for k in range(3)])
+    assert (sigmoids >= 0).all() and (sigmoids <= 1).all()
+    assert (numpy.abs(G[..., 3::4]) <= 1).all()
+    assert numpy.isfinite(dX).all() and numpy.isfinite(dp).all()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_backward_accepts_either_forward_state(ref_ops, dtype):
+    params, H0, C0, X, sizes, dY = make_case(4, 2, 2, 5, 3, [3, 3, 2, 1], dtype)
+    ops = NumpyOps()
+    _, state_ref = ref_ops.lstm_forward_training(params, H0, C0, X, sizes)
+    _, state = ops.lstm_forward_training(params, H0, C0, X, sizes)
+    dX_ref, dp_ref = ref_ops.backprop_lstm(dY, sizes, params, state_ref)
+    dX_a, dp_a = ops.backprop_lstm(dY, sizes, params, state_ref)
+    dX_b, dp_b = ref_ops.backprop_lstm(dY, sizes, params, state)
+    for dX, dp in ((dX_a, dp_a), (dX_b, dp_b)):
+        assert_close(dX, dX_ref, dtype)
+        assert_close(dp, dp_ref, dtype)
+
+
+def test_backprop_lstm_gradcheck_float64():
+    ops = NumpyOps()
+    params, H0, C0, X, sizes, dY = make_case(5, 2, 2, 3, 2, [3, 2, 2, 1], "float64")
+    _, state = ops.lstm_forward_training(params, H0, C0, X, sizes)
+    dX, dp = ops.backprop_lstm(dY, sizes, params, state)
+
+    def loss(p, x):
+        return float((ops.lstm_forward_inference(p, H0, C0, x, sizes) * dY).sum())
+
+    eps = 1e-6
+    for arr, grad, other in ((X, dX, params), (params, dp, X)):
+        numeric = numpy.zeros_like(arr)
+        for k in range(arr.size):
+            plus, minus = arr.copy(), arr.copy()
+            plus.flat[k] += eps
+            minus.flat[k] -= eps
+            if arr is X:
+                numeric.flat[k] = (loss(params, plus) - loss(params, minus)) / (2 * eps)
+            else:
+                numeric.flat[k] = (loss(plus, X) - loss(minus, X)) / (2 * eps)
+        numpy.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-7)
+
+
+def test_lstm_forward_matches_thinc():
+    # Thinc 8.3's compiled LSTM is float32 only.
+    thinc_api = pytest.importorskip("thinc.api")
+    params, H0, C0, X, sizes, _ = make_case(6, 2, 2, 6, 4, [4, 3, 3, 1], "float32")
+    Y_t, state_t = thinc_api.NumpyOps().lstm_forward_training(params, H0, C0, X, sizes)
+    Y, state = NumpyOps().lstm_forward_training(params, H0, C0, X, sizes)
+    numpy.testing.assert_allclose(Y, Y_t, rtol=2e-4, atol=2e-5)
+    for mine, theirs in zip(state[:3], state_t[:3]):
+        assert mine.shape == theirs.shape
+        numpy.testing.assert_allclose(mine, theirs, rtol=2e-4, atol=2e-5)
+
+
+# --- edge cases ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("dirs", [1, 2])
+def test_lstm_empty_batch(ref_ops, dtype, dirs):
+    params, H0, C0, _, _, _ = make_case(7, 2, dirs, 3, 2, [1], dtype)
+    X = numpy.zeros((0, 2), dtype=dtype)
+    ops = NumpyOps()
+    for sizes in (numpy.zeros((0,), dtype="int32"), numpy.zeros((2,), dtype="int32")):
+        Y, state = ops.lstm_forward_training(params, H0, C0, X, sizes)
+        Y_ref, state_ref = ref_ops.lstm_forward_training(params, H0, C0, X, sizes)
+        assert_same(Y, Y_ref)
+        for mine, theirs in zip(state[:3], state_ref[:3]):
+            assert mine.shape == theirs.shape and mine.dtype == theirs.dtype
+        assert ops.lstm_forward_inference(params, H0, C0, X, sizes).shape == (0, dirs * 3)
+        dX, dp = ops.backprop_lstm(Y, sizes, params, state)
+        assert dX.shape == (0, 2) and dX.dtype == dtype
+        assert dp.shape == params.shape and not dp.any()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_lstm_trailing_zero_length_steps(ref_ops, dtype):
+    # size_at_t may end in empty steps (all sequences over); they change nothing.
+    args = make_case(8, 2, 2, 4, 3, [3, 2, 0, 0], dtype)
+    check_against_reference(ref_ops, *args, dtype)
+
+
+@pytest.mark.parametrize("sizes", [[1], [5], [1, 1, 1, 1], [4, 4]], ids=["one-row", "one-step", "one-seq", "equal"])
+def test_lstm_degenerate_batches(ref_ops, sizes):
+    args = make_case(9, 2, 2, 3, 2, sizes, "float64")
+    check_against_reference(ref_ops, *args, "float64")
+
+
+def test_lstm_inputs_not_mutated_and_output_not_aliased():
+    ops = NumpyOps()
+    for dirs in (1, 2):
+        params, H0, C0, X, sizes, dY = make_case(10, 2, dirs, 3, 2, [3, 2, 1])
+        originals = [a.copy() for a in (params, H0, C0, X, sizes, dY)]
+        Y, state = ops.lstm_forward_training(params, H0, C0, X, sizes)
+        saved = [a.copy() for a in state[:3]]
+        ops.backprop_lstm(dY, sizes, params, state)
+        for before, after in zip(originals, (params, H0, C0, X, sizes, dY)):
+            assert_same(after, before)
+        for before, after in zip(saved, state[:3]):
+            assert_same(after, before)
+        Y[...] = 123.0
+        assert not any((a == 123.0).any() for a in state[:3])
+
+
+def test_lstm_accepts_list_and_int64_sizes_and_strided_inits(ref_ops):
+    params, H0, C0, X, sizes, dY = make_case(11, 1, 2, 3, 2, [3, 2, 1])
+    Y_ref, _ = ref_ops.lstm_forward_training(params, H0, C0, X, sizes)
+    ops = NumpyOps()
+    for s in (list(sizes.tolist()), sizes.astype("int64")):
+        assert_close(ops.lstm_forward_training(params, H0, C0, X, s)[0], Y_ref, "float32")
+    # Non-contiguous initial states are copied, not refused.
+    H0_wide = numpy.repeat(H0, 2, axis=2)[:, :, ::2]
+    assert not H0_wide.flags.c_contiguous
+    assert_close(ops.lstm_forward_inference(params, H0_wide, C0, X, sizes), Y_ref, "float32")
+
+
+def test_lstm_falls_back_outside_the_fast_path(ref_ops):
+    params, H0, C0, X, sizes, dY = make_case(12, 1, 2, 3, 4, [3, 2, 1], "float64")
+    ops = NumpyOps()
+    X_strided = numpy.asfortranarray(X)
+    Y_ref, state_ref = ref_ops.lstm_forward_training(params, H0, C0, X, sizes)
+    Y, state = ops.lstm_forward_training(params, H0, C0, X_strided, sizes)
+    assert_close(Y, Y_ref, "float64")
+    dY_strided = numpy.asfortranarray(dY)
+    dX, dp = ops.backprop_lstm(dY_strided, sizes, params, state)
+    dX_ref, dp_ref = ref_ops.backprop_lstm(dY, sizes, params, state_ref)
+    assert_close(dX, dX_ref, "float64")
+    assert_close(dp, dp_ref, "float64")
+
+
+def _bad_lstm_calls():
+    params, H0, C0, X, sizes, dY = make_case(13, 2, 2, 3, 2, [2, 2, 1], "float64")
+    return [
+        lambda o: o.lstm_forward_training(params[:-1], H0, C0, X, sizes),
+        lambda o: o.lstm_forward_training(params, H0, C0, X[:, :1], sizes),
+        lambda o: o.lstm_forward_training(params, H0, C0[:1], X, sizes),
+        lambda o: o.lstm_forward_training(params, H0, C0, X, [2, 2, 2]),
+        lambda o: o.lstm_forward_training(params, H0, C0, X, [1, 2, 2]),
+        lambda o: o.lstm_forward_training(params, H0, C0, X, numpy.asarray([2.0, 2.0, 1.0])),
+        lambda o: o.lstm_forward_inference(params, H0, C0, X.astype("float32"), sizes),
+        lambda o: o.lstm_forward_inference(params, H0, C0, X.astype("float16"), sizes),
+        lambda o: o.lstm_forward_inference(params, H0, C0, X.astype("int64"), sizes),
+        lambda o: o.lstm_forward_inference(params, H0.astype("float32"), C0, X, sizes),
+        lambda o: o.lstm_forward_inference(params, H0, C0, X[None], sizes),
+        lambda o: o.backprop_lstm(dY[:, :3], sizes, params, o.lstm_forward_training(params, H0, C0, X, sizes)[1]),
+        lambda o: o.backprop_lstm(dY, [2, 2], params, o.lstm_forward_training(params, H0, C0, X, sizes)[1]),
+        lambda o: o.backprop_lstm(dY, sizes, params, o.lstm_forward_training(params, H0, C0, X, sizes)[1][:4]),
+        lambda o: o.backprop_lstm(dY, sizes, params[:-2], o.lstm_forward_training(params, H0, C0, X, sizes)[1]),
+        lambda o: o.backprop_lstm(dY.astype("float32"), sizes, params, o.lstm_forward_training(params, H0, C0, X, sizes)[1]),
+    ]
+
+
+@pytest.mark.parametrize("k", range(len(_bad_lstm_calls())))
+def test_lstm_errors_match_reference(ref_ops, k):
+    call = _bad_lstm_calls()[k]
+    with pytest.raises(Exception) as expected:
+        call(ref_ops)
+    with pytest.raises(type(expected.value)) as got:
+        call(NumpyOps())
+    assert str(got.value) == str(expected.value)
+
+
+# --- thread counts -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_lstm_results_do_not_depend_on_thread_counts(dtype):
+    # Big enough for the two directions to go to two threads when OpenMP gives two.
+    params, H0, C0, X, sizes, dY = make_case(14, 2, 2, 48, 40, sizes_from_lengths([30, 25, 25, 9, 3] * 8), dtype)
+    ops = NumpyOps()
+    results = []
+    for n in (1, 2):
+        with threads(n):
+            if openmp_info.has_openmp():
+                assert _numpy_lstm._compiled._split_directions(H0, X) == (n == 2)
+            Y, state = ops.lstm_forward_training(params, H0, C0, X, sizes)
+            Y_inf = ops.lstm_forward_inference(params, H0, C0, X, sizes)
+            dX, dp = ops.backprop_lstm(dY, sizes, params, state)
+            results.append((Y, Y_inf, *state[:3], dX, dp))
+    for one, two in zip(*results):
+        assert_same(one, two)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("depth,dirs", [(1, 2), (3, 2), (2, 1)])
+def test_lstm_directions_on_one_or_two_threads_agree(dtype, depth, dirs):
+    kernels = _numpy_lstm._compiled
+    params, H0, C0, X, sizes, dY = make_case(16, depth, dirs, 6, 5, [5, 4, 4, 2], dtype)
+    sizes = sizes.astype("int64")
+    starts = numpy.concatenate([[0], numpy.cumsum(sizes)[:-1]]).astype("int64")
+    runs = []
+    for par in (False, True):
+        Y, Y4, G4, C4 = kernels.lstm_forward(params, H0, C0, X, sizes, starts, True, par)
+        Y_inf = kernels.lstm_forward(params, H0, C0, X, sizes, starts, False, par)[0]
+        dX, dp = kernels.lstm_backward(dY, params, H0, C0, X, Y4, G4, C4, sizes, starts, par)
+        runs.append((Y, Y_inf, Y4, G4, C4, dX, dp))
+    for one, two in zip(*runs):
+        assert_same(one, two)
+
+
+# --- activations -------------------------------------------------------------------------
+
+
+def activation_input(shape, dtype, seed=0):
+    rng = numpy.random.default_rng(seed)
+    X = numpy.asarray(rng.normal(size=shape) * 8, dtype=dtype)
+    if X.size:
+        X.flat[0] = 50.0  # beyond the clip at 20
+        X.flat[-1] = -90.0
+    return X
+
+
+# (70, 90) is over the size from which dsigmoid and dtanh take the compiled path.
+SHAPES = [(), (0,), (1,), (7,), (3, 5), (33, 17), (2, 3, 130), (70, 90)]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_sigmoid_matches_reference(ref_ops, dtype, shape):
+    X = activation_input(shape, dtype)
+    expected = ref_ops.sigmoid(X)
+    got = NumpyOps().sigmoid(X)
+    assert got.dtype == X.dtype and got.shape == X.shape
+    numpy.testing.assert_allclose(got, expected, rtol=3e-7 if dtype == "float32" else 1e-15, atol=0)
+    # inplace writes into X and returns it
+    X2 = X.copy()
+    out = NumpyOps().sigmoid(X2, inplace=True)
+    assert out is X2
+    assert_same(out, got)
+
+
+def test_sigmoid_float32_is_monotone_bounded_and_keeps_nan():
+    X = numpy.linspace(-30, 30, 20001, dtype="float32")
+    Y = NumpyOps().sigmoid(X)
+    assert (numpy.diff(Y) >= 0).all()
+    assert (Y > 0).all() and (Y <= 1).all()
+    assert abs(float(NumpyOps().sigmoid(numpy.zeros(8, dtype="float32"))[3]) - 0.5) < 1e-7
+    Z = NumpyOps().sigmoid(numpy.asarray([numpy.nan, 1.0, -numpy.inf, numpy.inf], dtype="float32"))
+    assert numpy.isnan(Z[0])
+    numpy.testing.assert_allclose(Z[1:], Ops().sigmoid(numpy.asarray([1.0, -numpy.inf, numpy.inf], dtype="float32")), rtol=3e-7)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_sigmoid_derivatives_bit_identical_to_reference(ref_ops, dtype, shape):
+    ops = NumpyOps()
+    Y = ref_ops.sigmoid(activation_input(shape, dtype, 1))
+    T = numpy.asarray(numpy.tanh(activation_input(shape, dtype, 2)))
+    dY = activation_input(shape, dtype, 3)
+    assert_same(ops.dsigmoid(Y), ref_ops.dsigmoid(Y))
+    assert_same(ops.backprop_sigmoid(dY, Y), ref_ops.backprop_sigmoid(dY, Y))
+    assert_same(ops.dtanh(T), ref_ops.dtanh(T))
+    # inplace variants write into their first argument
+    for method, args, ref_args in (
+        ("dsigmoid", (Y.copy(),), (Y.copy(),)),
+        ("backprop_sigmoid", (dY.copy(), Y), (dY.copy(), Y)),
+        ("dtanh", (T.copy(),), (T.copy(),)),
+    ):
+        out = getattr(ops, method)(*args, inplace=True)
+        assert out is args[0]
+        assert_same(out, getattr(ref_ops, method)(*ref_args, inplace=True))
+
+
+def test_activations_leave_inputs_alone_and_fall_back():
+    ops, ref = NumpyOps(), Ops()
+    X = activation_input((6, 10), "float32")
+    before = X.copy()
+    ops.sigmoid(X)
+    ops.dsigmoid(X)
+    ops.dtanh(X)
+    ops.backprop_sigmoid(X, X)
+    assert_same(X, before)
+    # Strided views, other float dtypes and read-only inputs take the reference path.
+    strided = X[:, ::2]
+    assert_same(ops.sigmoid(strided), ref.sigmoid(strided))
+    assert_same(ops.dtanh(strided), ref.dtanh(strided))
+    half = (X / 10).astype("float16")
+    assert_same(ops.sigmoid(half), ref.sigmoid(half))
+    readonly = X.copy()
+    readonly.flags.writeable = False
+    with pytest.raises(ValueError):
+        ops.dsigmoid(readonly, inplace=True)
+    with pytest.raises(ValueError):
+        ops.backprop_sigmoid(X[:2], X)
+    with pytest.raises(TypeError):
+        ops.sigmoid([1.0, 2.0])
