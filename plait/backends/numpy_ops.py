@@ -11,13 +11,14 @@ from ..types import DeviceTypes, Ints1d, Ints2d
 from . import _murmur
 from ._numpy_gather import GatherKernels
 from ._numpy_lstm import LstmKernels
+from ._numpy_norm import NormKernels
 from ._numpy_seq import SeqKernels
 from .ops import Ops
 
 
 # The compiled fast paths come from mixins, one per kernel family, so each family's
 # wrappers sit next to nothing else; each falls back to Ops outside its fast path.
-class NumpyOps(SeqKernels, GatherKernels, LstmKernels, Ops):
+class NumpyOps(SeqKernels, GatherKernels, LstmKernels, NormKernels, Ops):
     """Ops on the CPU with numpy arrays."""
 
     name = "numpy"

@@ -816,6 +816,71 @@ class Ops:
     ) -> Tuple[Floats2d, Floats1d]:
         return _lstm.backprop_lstm(self, dY, lengths, params, fwd_state)
 
+    # ------------------------------------------------------------------ layer normalization
+
+    def _check_layer_norm(self, fn: str, X: Floats2d, G: Floats1d, X_name: str = "X") -> None:
+        check_array(fn, X_name, X, ndim=2, kind="f")
+        check_array(fn, "G", G, ndim=1, kind="f")
+        if G.shape[0] != X.shape[1]:
+            raise ValueError(
+                f"Ops.{fn}: 'G' must have shape ({X.shape[1]},) to match {X_name} {tuple(X.shape)}, "
+                f"got {tuple(G.shape)}."
+            )
+
+    def layer_norm(
+        self, X: Floats2d, G: Floats1d, b: Floats1d, eps: float = 1e-08
+    ) -> Tuple[Floats2d, Floats1d, Floats1d]:
+        """Normalise each row to zero mean and unit variance, then scale by G and shift by b.
+
+        (nB, nI), (nI,), (nI,) -> Y (nB, nI), mean (nB,), var (nB,); var includes `eps`, and
+        mean and var are what backprop_layer_norm needs besides X.
+        """
+        self._check_layer_norm("layer_norm", X, G)
+        check_array("layer_norm", "b", b, ndim=1, kind="f")
+        if b.shape != G.shape:
+            raise ValueError(
+                f"Ops.layer_norm: 'b' must have shape {tuple(G.shape)} like 'G', got {tuple(b.shape)}."
+            )
+        mu = X.mean(axis=1, keepdims=True)
+        var = X.var(axis=1, keepdims=True) + eps
+        Y = (X - mu) * var ** -0.5
+        Y = Y * G
+        Y += b
+        return Y, mu[:, 0], var[:, 0]
+
+    def backprop_layer_norm(
+        self, dY: Floats2d, X: Floats2d, G: Floats1d, mean: Floats1d, var: Floats1d
+    ) -> Tuple[Floats2d, Floats1d, Floats1d]:
+        """Gradients of layer_norm from its input X and the mean and var it returned.
+
+        (nB, nI) dY, (nB, nI) X, (nI,) G, (nB,) mean, (nB,) var -> dX (nB, nI), dG (nI,), db (nI,)
+        """
+        self._check_layer_norm("backprop_layer_norm", dY, G, X_name="dY")
+        check_array("backprop_layer_norm", "X", X, ndim=2, kind="f")
+        check_same_shape("backprop_layer_norm", "dY", dY, "X", X)
+        for name, arr in (("mean", mean), ("var", var)):
+            check_array("backprop_layer_norm", name, arr, ndim=1, kind="f")
+            if arr.shape[0] != X.shape[0]:
+                raise ValueError(
+                    f"Ops.backprop_layer_norm: '{name}' must have shape ({X.shape[0]},) (one per row "
+                    f"of X {tuple(X.shape)}), got {tuple(arr.shape)}."
+                )
+        nI = X.shape[1]
+        var = var[:, None]
+        inv_std = var ** -0.5
+        dist = X - mean[:, None]
+        Xhat = dist * inv_std
+        db = dY.sum(axis=0)
+        dG = (dY * Xhat).sum(axis=0)
+        dXhat = dY * G
+        # The mean and the variance both depend on every cell of the row, which gives the
+        # two row-sum corrections.
+        sum_dXhat = dXhat.sum(axis=1, keepdims=True)
+        sum_dXhat_dist = (dXhat * dist).sum(axis=1, keepdims=True)
+        dX = nI * dXhat - sum_dXhat - dist * (sum_dXhat_dist / var)
+        dX *= inv_std / nI
+        return dX, dG, db
+
     # ------------------------------------------------------------------ maxout and activations
 
     def maxout(self, X: Floats3d) -> Tuple[Floats2d, Ints2d]:

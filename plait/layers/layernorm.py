@@ -32,25 +32,12 @@ def forward(model: Model[InT, InT], X: InT, is_train: bool) -> Tuple[InT, Callab
     G = model.get_param("G")
     b = model.get_param("b")
     _check_input(model, X, G.shape[0])
-    mu = X.mean(axis=1, keepdims=True)  # (nB, 1)
-    dist = X - mu
-    var = X.var(axis=1, keepdims=True) + _VAR_EPS  # (nB, 1)
-    inv_std = var ** -0.5
-    Xhat = dist * inv_std
-    Y = Xhat * G
-    Y += b
+    Y, mean, var = model.ops.layer_norm(X, G, b, _VAR_EPS)
 
     def backprop(dY: InT) -> InT:
-        model.inc_grad("b", dY.sum(axis=0))
-        model.inc_grad("G", (dY * Xhat).sum(axis=0))
-        dXhat = dY * G
-        # d/dX of (X - mu) / sqrt(var): the mean and the variance both depend on every
-        # cell of the row, which gives the two row-sum corrections.
-        nI = X.shape[1]
-        sum_dXhat = dXhat.sum(axis=1, keepdims=True)
-        sum_dXhat_dist = (dXhat * dist).sum(axis=1, keepdims=True)
-        dX = nI * dXhat - sum_dXhat - dist * (sum_dXhat_dist / var)
-        dX *= inv_std / nI
+        dX, dG, db = model.ops.backprop_layer_norm(dY, X, G, mean, var)
+        model.inc_grad("b", db)
+        model.inc_grad("G", dG)
         return dX
 
     return Y, backprop
