@@ -385,13 +385,15 @@ class Model(Generic[InT, OutT]):
 
     def finish_update(self, optimizer: "Optimizer") -> None:
         """Apply the optimizer to every param in the tree that has a gradient."""
-        for node in self.walk():
-            for shim in node.shims:
+        # One walk: shims step first (their frameworks own those params), then plait's own.
+        nodes = list(self.walk())
+        for node in nodes:
+            for shim in node._shims:
                 shim.finish_update(optimizer)
-        for node in self.walk():
-            for name in node.param_names:
-                if node.has_grad(name):
-                    param, grad = optimizer((node.id, name), node.get_param(name), node.get_grad(name))
+        for node in nodes:
+            for name in node._has_params:
+                if node._params.has_grad(node.id, name):
+                    param, grad = optimizer((node.id, name), node.get_param(name), node._params.get_grad(node.id, name))
                     node.set_param(name, param)
 
     @contextlib.contextmanager
