@@ -48,18 +48,30 @@ def _mask_dims(shape) -> Optional[Tuple[int, ...]]:
     return tuple(int(d) for d in dims)
 
 
+def _signed_indices(indices):
+    """Unsigned index arrays as int64, so the kernels (int32/int64 only) take them too.
+
+    Hashed row keys (Ops.hash gives uint32) are the common case. Values of 2**63 or more
+    cannot be row numbers: they are left as they are for the reference to reject.
+    """
+    if isinstance(indices, numpy.ndarray) and indices.dtype.kind == "u":
+        if indices.dtype.itemsize < 8 or indices.size == 0 or int(indices.max()) < 2**63:
+            return indices.astype(numpy.int64)
+    return indices
+
+
 class GatherKernels:
     """Mixin for NumpyOps; each method overrides the Ops reference with the identical signature."""
 
     def gather_add(self, table: Floats2d, indices: Ints2d) -> Floats2d:
         if _gather is not None:
-            out = _gather.gather_add(table, indices)
+            out = _gather.gather_add(table, _signed_indices(indices))
             if out is not None:
                 return out
         return super().gather_add(table, indices)
 
     def scatter_add(self, table: FloatsXd, indices: IntsXd, values: FloatsXd) -> FloatsXd:
-        if _gather is not None and _gather.scatter_add(table, indices, values):
+        if _gather is not None and _gather.scatter_add(table, _signed_indices(indices), values):
             return table
         return super().scatter_add(table, indices, values)
 

@@ -67,9 +67,6 @@ def forward(model: Model[Ints1d, OutT], ids: Ints1d, is_train: bool) -> Tuple[Ou
     # NOTE: signed ids are reinterpreted as uint64 (two's complement), which is what
     # Thinc hashes, so negative ids pick the same rows in both.
     keys = model.ops.hash(model.ops.as_contig(ids, dtype="uint64"), model.attrs["seed"]) % nV
-    # The hash is uint32; signed row indices are what the compiled gather/scatter kernels
-    # take (uint32 would send both to the slow reference path).
-    keys = keys.astype("int32" if nV <= 2**31 else "int64")
     Y = model.ops.gather_add(E, keys)
     drop_mask = None
     rate = model.attrs.get("dropout_rate")

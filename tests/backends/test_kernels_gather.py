@@ -590,3 +590,31 @@ def test_optimizer_zeroes_a_strided_gradient():
     W_out, G_out = Adam(0.1, grad_clip=0.0)((0, "W"), W, G)
     assert G_out is G and not G.any()
     numpy.testing.assert_allclose(W_out, 0.9, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["uint32", "uint64"])
+def test_unsigned_indices_take_the_compiled_path(monkeypatch, ref_ops, dtype):
+    # Hashed row keys come as uint32: the backend, not each layer, turns them into row numbers.
+    rng = numpy.random.default_rng(7)
+    table = rng.standard_normal((50, 6)).astype("float32")
+    indices = rng.integers(0, 50, (40, 3)).astype(dtype)
+    values = rng.standard_normal((40, 3, 6)).astype("float32")
+    want_gather = ref_ops.gather_add(table, indices.astype("int64"))
+    want_scatter = ref_ops.scatter_add(table.copy(), indices.astype("int64"), values)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("fell back to the Ops reference")
+
+    monkeypatch.setattr(Ops, "gather_add", refuse)
+    monkeypatch.setattr(Ops, "scatter_add", refuse)
+    ops = NumpyOps()
+    assert_same_bits(ops.gather_add(table, indices), want_gather)
+    assert_same_bits(ops.scatter_add(table.copy(), indices, values), want_scatter)
+
+
+def test_unsigned_indices_out_of_range_still_raise(ref_ops):
+    table = numpy.zeros((4, 2), "float32")
+    with pytest.raises(IndexError):
+        NumpyOps().gather_add(table, numpy.array([[2**63 + 1]], dtype="uint64"))
+    with pytest.raises(IndexError):
+        NumpyOps().gather_add(table, numpy.array([[7]], dtype="uint32"))
