@@ -25,10 +25,13 @@ def with_debug(
     """Make `layer` call on_init(model, X, Y), on_forward(model, X, is_train) and on_backprop(dY)
     before its own init, forward and backprop; returns the same (edited) layer.
 
-    `name` is accepted for Thinc compatibility; as in Thinc 8.3 the layer keeps its name
-    (renaming it would change the serialized tree).
+    The layer is renamed "debug:<name>", `name` defaulting to the layer's own name, as the
+    layers page documents. (Thinc 8.3 computes that name and then drops it.)
     """
     _check_layer("with_debug", layer)
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"with_debug: name must be a str or None, got {type(name).__name__} ({name!r}).")
+    layer.name = f"debug:{layer.name if name is None else name}"
     orig_forward = layer._func
     orig_init = layer.init
 

@@ -626,13 +626,19 @@ def test_with_debug_calls_hooks_and_keeps_the_layer():
         on_forward=lambda m, X, is_train: calls.append(("forward", m, X.shape, is_train)),
         on_backprop=lambda dY: calls.append(("backprop", dY.shape)),
     )
-    assert model is inner and model.name == "linear"
+    assert model is inner and model.name == "debug:dbg"
     X = numpy.ones((4, 3), "f")
     model.initialize(X=X)
     Y, backprop = model(X, is_train=True)
     backprop(Y)
     assert calls == [("init", inner, True, None), ("forward", inner, (4, 3), True), ("backprop", (4, 2))]
     numpy.testing.assert_allclose(Y, X @ inner.get_param("W").T + inner.get_param("b"))
+
+
+def test_with_debug_name_defaults_to_the_layer_name_with_prefix():
+    assert with_debug(Linear(2, 3)).name == "debug:linear"
+    with pytest.raises(TypeError, match="name must be a str"):
+        with_debug(Linear(2, 3), name=3)
 
 
 def test_with_debug_copy_uses_its_own_params_and_keeps_validation():
