@@ -12,6 +12,8 @@ The kernels run serially: a row is a few dozen values, and the column sums of th
 (dG, db) would otherwise need a reduction across threads.
 """
 cimport numpy as cnp
+
+from ._arrays cimport _data, _dim, _float_kind
 from cython cimport floating
 from libc.math cimport sqrt
 from libc.stdlib cimport calloc, free
@@ -21,29 +23,6 @@ cnp.import_array()
 cdef extern from *:
     # The column sums never alias the inputs: saying so lets the compiler vectorise their loop.
     ctypedef double* double_restrict "double* __restrict__"
-
-
-cdef int _float_kind(object X, int ndim) noexcept:
-    """4 or 8 for a float32/float64 array of rank ndim we can read in place, else 0."""
-    if not cnp.PyArray_CheckExact(X):
-        return 0
-    cdef cnp.ndarray A = <cnp.ndarray>X
-    if cnp.PyArray_NDIM(A) != ndim or not cnp.PyArray_ISCARRAY_RO(A):
-        return 0
-    cdef int t = cnp.PyArray_TYPE(A)
-    if t == cnp.NPY_FLOAT32:
-        return 4
-    if t == cnp.NPY_FLOAT64:
-        return 8
-    return 0
-
-
-cdef inline Py_ssize_t _dim(object A, int axis) noexcept:
-    return cnp.PyArray_DIM(<cnp.ndarray>A, axis)
-
-
-cdef inline void* _data(object A) noexcept:
-    return cnp.PyArray_DATA(<cnp.ndarray>A)
 
 
 cdef inline cnp.ndarray _new(int nd, Py_ssize_t d0, Py_ssize_t d1, int typenum):

@@ -15,6 +15,8 @@ memoryview costs about 0.2 us per argument and an OpenMP region about 1 us, more
 op on one sentence, so small calls run serially on pointers and only large ones open a region.
 """
 cimport numpy as cnp
+
+from ._arrays cimport _data, _dim, _float_kind, _index_kind
 from cython cimport floating
 from cython.parallel cimport prange
 from cpython.pyport cimport PY_SSIZE_T_MAX
@@ -70,44 +72,6 @@ cdef inline int _threads(Py_ssize_t work) noexcept:
     if work < _parallel_min_work:
         return 1
     return plait_seq_max_threads()
-
-
-cdef int _float_kind(object X, int ndim) noexcept:
-    """4 or 8 for a float32/float64 array of rank ndim we can read in place, else 0."""
-    if not cnp.PyArray_CheckExact(X):
-        return 0
-    cdef cnp.ndarray A = <cnp.ndarray>X
-    if cnp.PyArray_NDIM(A) != ndim or not cnp.PyArray_ISCARRAY_RO(A):
-        return 0
-    cdef int t = cnp.PyArray_TYPE(A)
-    if t == cnp.NPY_FLOAT32:
-        return 4
-    if t == cnp.NPY_FLOAT64:
-        return 8
-    return 0
-
-
-cdef int _index_kind(object X, int ndim) noexcept:
-    """4 or 8 for an int32/int64 array of rank ndim we can read in place, else 0."""
-    if not cnp.PyArray_CheckExact(X):
-        return 0
-    cdef cnp.ndarray A = <cnp.ndarray>X
-    if cnp.PyArray_NDIM(A) != ndim or not cnp.PyArray_ISCARRAY_RO(A):
-        return 0
-    cdef int t = cnp.PyArray_TYPE(A)
-    if t == cnp.NPY_INT32:
-        return 4
-    if t == cnp.NPY_INT64:
-        return 8
-    return 0
-
-
-cdef inline Py_ssize_t _dim(object A, int axis) noexcept:
-    return cnp.PyArray_DIM(<cnp.ndarray>A, axis)
-
-
-cdef inline void* _data(object A) noexcept:
-    return cnp.PyArray_DATA(<cnp.ndarray>A)
 
 
 cdef inline cnp.ndarray _new2(Py_ssize_t d0, Py_ssize_t d1, int typenum, bint zeros):
