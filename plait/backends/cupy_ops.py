@@ -560,6 +560,17 @@ class CupyOps(Ops):
 
     def scatter_add(self, table: FloatsXd, indices: IntsXd, values: FloatsXd) -> FloatsXd:
         """Add `values` into `table` at `indices` (atomically, so repeats accumulate); returns `table`."""
+        if (
+            self._fast(table, values)
+            and self._is_int_array(indices)
+            and indices.ndim >= 1
+            and tuple(values.shape) == tuple(indices.shape[:-1]) + (1,) + tuple(table.shape[1:])
+        ):
+            # Values broadcast over the last index axis (HashEmbed's gradient): spelled out, so
+            # the atomic kernel below takes them.
+            values = self.xp.ascontiguousarray(
+                self.xp.broadcast_to(values, tuple(indices.shape) + tuple(table.shape[1:]))
+            )
         fast = (
             self._fast(table, values)
             and table.ndim >= 1

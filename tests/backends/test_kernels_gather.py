@@ -167,6 +167,43 @@ def test_scatter_add_equals_reference(T, cols, index_shape, dtype, itype, seed):
             assert_same_bits(ours, expected)
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    T=st.integers(1, 9),
+    O=st.sampled_from([1, 5, 17, 64]),
+    B=st.integers(1, 12),
+    K=st.integers(1, 5),
+    dtype=st.sampled_from(FLOATS),
+    itype=st.sampled_from(INDEX_TYPES),
+    seed=st.integers(0, 2**16),
+)
+def test_scatter_add_broadcast_over_last_index_axis_equals_reference(T, O, B, K, dtype, itype, seed):
+    # HashEmbed's backprop: one (1, O) value row per token, added to each of its K rows.
+    rng = numpy.random.default_rng(seed)
+    table = spread(rng, (T, O), dtype)
+    indices = numpy.asarray(rng.integers(-T, T, size=(B, K)), dtype=itype)
+    values = spread(rng, (B, 1, O), dtype)
+    expected = Ops().scatter_add(table.copy(), indices, values)
+    spelled_out = Ops().scatter_add(table.copy(), indices, numpy.repeat(values, K, axis=1))
+    assert_same_bits(expected, spelled_out)
+    for n in THREADS:
+        with omp_threads(n):
+            ours = table.copy()
+            assert NumpyOps().scatter_add(ours, indices, values) is ours
+            assert_same_bits(ours, expected)
+
+
+def test_scatter_add_broadcast_of_other_axes_falls_back(ref_ops, numpy_ops):
+    # Only the last index axis may be broadcast by the kernel; anything else is the reference's.
+    rng = numpy.random.default_rng(3)
+    table = spread(rng, (6, 4), "float32")
+    indices = rng.integers(0, 6, size=(3, 2)).astype("int64")
+    values = spread(rng, (1, 2, 4), "float32")
+    expected = ref_ops.scatter_add(table.copy(), indices, values)
+    ours = numpy_ops.scatter_add(table.copy(), indices, values)
+    assert_same_bits(ours, expected)
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("O", [70, 300])
 def test_scatter_add_large_with_repeats_equals_reference(ref_ops, dtype, O):

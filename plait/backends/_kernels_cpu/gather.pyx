@@ -67,16 +67,18 @@ cdef extern from *:
         return 0;                                                                                \\
     }
 
-    /* table[idx[i]] += values[i] for i in order (negative indices count from the end). The
-       caller has checked every index. */
+    /* table[idx[i]] += values[i / vdiv] for i in order (negative indices count from the end):
+       vdiv = 1 is one value row per index; vdiv = K is values broadcast over the last index
+       axis of (B, K) indices. The caller has checked every index. */
     #define PLAIT_DEFINE_SCATTER(T, I, SUF)                                                      \\
     static PLAIT_CLONES void plait_scatter_rows_##SUF(                                           \\
-            T *table, const I *idx, const T *values, Py_ssize_t N, Py_ssize_t O, Py_ssize_t nT) {\\
+            T *table, const I *idx, const T *values, Py_ssize_t N, Py_ssize_t O, Py_ssize_t nT,  \\
+            Py_ssize_t vdiv) {                                                                   \\
         for (Py_ssize_t i = 0; i < N; ++i) {                                                     \\
             Py_ssize_t r = (Py_ssize_t)idx[i];                                                   \\
             if (r < 0) r += nT;                                                                  \\
             T *dst = table + r * O;                                                              \\
-            const T *src = values + i * O;                                                       \\
+            const T *src = values + (vdiv == 1 ? i : i / vdiv) * O;                              \\
             for (Py_ssize_t j = 0; j < O; ++j) dst[j] = dst[j] + src[j];                         \\
         }                                                                                        \\
     }
@@ -99,13 +101,13 @@ cdef extern from *:
     int plait_gather_rows_f64_i64(double*, const double*, const int64_t*, Py_ssize_t, Py_ssize_t,
                                   Py_ssize_t, Py_ssize_t, Py_ssize_t) nogil
     void plait_scatter_rows_f32_i32(float*, const int32_t*, const float*, Py_ssize_t, Py_ssize_t,
-                                    Py_ssize_t) nogil
+                                    Py_ssize_t, Py_ssize_t) nogil
     void plait_scatter_rows_f32_i64(float*, const int64_t*, const float*, Py_ssize_t, Py_ssize_t,
-                                    Py_ssize_t) nogil
+                                    Py_ssize_t, Py_ssize_t) nogil
     void plait_scatter_rows_f64_i32(double*, const int32_t*, const double*, Py_ssize_t, Py_ssize_t,
-                                    Py_ssize_t) nogil
+                                    Py_ssize_t, Py_ssize_t) nogil
     void plait_scatter_rows_f64_i64(double*, const int64_t*, const double*, Py_ssize_t, Py_ssize_t,
-                                    Py_ssize_t) nogil
+                                    Py_ssize_t, Py_ssize_t) nogil
 
 ctypedef fused real_t:
     float
@@ -219,7 +221,8 @@ cdef Py_ssize_t _count_bad(const index_t* idx, Py_ssize_t N, Py_ssize_t lo, Py_s
 
 
 cdef bint _scatter_add(
-    real_t* table, const index_t* idx, const real_t* values, Py_ssize_t N, Py_ssize_t O, Py_ssize_t nT
+    real_t* table, const index_t* idx, const real_t* values, Py_ssize_t N, Py_ssize_t O, Py_ssize_t nT,
+    Py_ssize_t vdiv,
 ) noexcept nogil:
     """Check every index, then add; returns False (nothing written) at an index outside -T..T-1."""
     if _count_bad(idx, N, -nT, nT):
@@ -227,13 +230,13 @@ cdef bint _scatter_add(
     # One thread: the adds wait on memory (random rows); splitting the columns between two
     # threads showed no reliable gain on 2 cores, and a large loss whenever the machine was busy.
     if real_t is float and index_t is int32_t:
-        plait_scatter_rows_f32_i32(table, idx, values, N, O, nT)
+        plait_scatter_rows_f32_i32(table, idx, values, N, O, nT, vdiv)
     elif real_t is float:
-        plait_scatter_rows_f32_i64(table, idx, values, N, O, nT)
+        plait_scatter_rows_f32_i64(table, idx, values, N, O, nT, vdiv)
     elif index_t is int32_t:
-        plait_scatter_rows_f64_i32(table, idx, values, N, O, nT)
+        plait_scatter_rows_f64_i32(table, idx, values, N, O, nT, vdiv)
     else:
-        plait_scatter_rows_f64_i64(table, idx, values, N, O, nT)
+        plait_scatter_rows_f64_i64(table, idx, values, N, O, nT, vdiv)
     return True
 
 
@@ -246,7 +249,8 @@ cdef bint _overlap(cnp.ndarray A, cnp.ndarray B):
 def scatter_add(object table, object indices, object values) -> bool:
     """table[indices[i]] += values[i] in index order, in place; negative indices count from the end.
 
-    Shapes: table (T, ...), indices any shape (N values), values indices.shape + table.shape[1:].
+    Shapes: table (T, ...), indices any shape (N values), values indices.shape + table.shape[1:],
+    or with a 1 for the last axis of indices (broadcast over it, as numpy.add.at does).
     Returns False, leaving `table` untouched for the reference to handle, unless the arrays suit
     the kernel (C-contiguous, one float dtype, int32/int64 indices, no overlap) and every index
     lies in -T..T-1.
@@ -262,9 +266,15 @@ def scatter_add(object table, object indices, object values) -> bool:
         or _overlap(E_arr, V_arr)
     ):
         return False
+    # values may leave out (size 1) the last index axis: each value row then goes to all the
+    # indices of that axis, e.g. HashEmbed's (nN, 1, nO) gradient for its (nN, nK) keys.
+    cdef Py_ssize_t vdiv = 1
     for d in range(i_nd):
         if V_arr.shape[d] != I_arr.shape[d]:
-            return False
+            if d == i_nd - 1 and V_arr.shape[d] == 1 and I_arr.shape[d] > 0:
+                vdiv = I_arr.shape[d]
+            else:
+                return False
     for d in range(1, t_nd):
         if V_arr.shape[i_nd + d - 1] != E_arr.shape[d]:
             return False
@@ -278,11 +288,11 @@ def scatter_add(object table, object indices, object values) -> bool:
     cdef bint ok
     with nogil:
         if f32 and i32:
-            ok = _scatter_add(<float*>E, <const int32_t*>I, <const float*>V, N, O, nT)
+            ok = _scatter_add(<float*>E, <const int32_t*>I, <const float*>V, N, O, nT, vdiv)
         elif f32:
-            ok = _scatter_add(<float*>E, <const int64_t*>I, <const float*>V, N, O, nT)
+            ok = _scatter_add(<float*>E, <const int64_t*>I, <const float*>V, N, O, nT, vdiv)
         elif i32:
-            ok = _scatter_add(<double*>E, <const int32_t*>I, <const double*>V, N, O, nT)
+            ok = _scatter_add(<double*>E, <const int32_t*>I, <const double*>V, N, O, nT, vdiv)
         else:
-            ok = _scatter_add(<double*>E, <const int64_t*>I, <const double*>V, N, O, nT)
+            ok = _scatter_add(<double*>E, <const int64_t*>I, <const double*>V, N, O, nT, vdiv)
     return ok
