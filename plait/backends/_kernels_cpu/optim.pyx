@@ -71,47 +71,97 @@ cdef extern from *:
 
     #if PLAIT_SSE2
     /* Vector versions of +, -, *, / and sqrt, so that PLAIT_ADAM_LANE reads the same for both. */
-    #define PLAIT_VEC_BODY(VT, V, LANES, T)                                                      \\
-        const VT vb1 = _mm_set1_##V(b1), vc1 = _mm_set1_##V(c1);                                 \\
-        const VT vb2 = _mm_set1_##V(b2), vc2 = _mm_set1_##V(c2);                                 \\
-        const VT veps = _mm_set1_##V(eps), vlr = _mm_set1_##V(lr), vmod = _mm_set1_##V(mod);     \\
-        const VT vl2 = _mm_set1_##V(l2), vscale = _mm_set1_##V(scale), vwd = _mm_set1_##V(wd);   \\
-        const VT vca = _mm_set1_##V(ca), vzero = _mm_setzero_##V();                              \\
+    #define PLAIT_VEC_BODY(P, VT, V, LANES, T)                                                     \\
+        const VT vb1 = P##_set1_##V(b1), vc1 = P##_set1_##V(c1);                                 \\
+        const VT vb2 = P##_set1_##V(b2), vc2 = P##_set1_##V(c2);                                 \\
+        const VT veps = P##_set1_##V(eps), vlr = P##_set1_##V(lr), vmod = P##_set1_##V(mod);     \\
+        const VT vl2 = P##_set1_##V(l2), vscale = P##_set1_##V(scale), vwd = P##_set1_##V(wd);   \\
+        const VT vca = P##_set1_##V(ca), vzero = P##_setzero_##V();                              \\
         for (; i + LANES <= i1; i += LANES) {                                                    \\
-            VT w = _mm_loadu_##V(W + i), g = _mm_loadu_##V(G + i);                               \\
-            VT m1 = _mm_loadu_##V(M1 + i), m2 = _mm_loadu_##V(M2 + i);                           \\
-            if (use_l2) g = _mm_add_##V(g, _mm_mul_##V(vl2, w));                                 \\
-            if (use_scale) g = _mm_mul_##V(g, vscale);                                           \\
-            m1 = _mm_add_##V(_mm_mul_##V(m1, vb1), _mm_mul_##V(vc1, g));                         \\
-            m2 = _mm_add_##V(_mm_mul_##V(m2, vb2), _mm_mul_##V(_mm_mul_##V(vc2, g), g));         \\
-            const VT den = _mm_add_##V(_mm_mul_##V(vmod, _mm_sqrt_##V(m2)), veps);               \\
-            w = _mm_sub_##V(w, _mm_mul_##V(vlr, _mm_div_##V(m1, den)));                          \\
-            if (use_wd) w = _mm_sub_##V(w, _mm_mul_##V(vwd, w));                                 \\
-            _mm_storeu_##V(M1 + i, m1);                                                          \\
-            _mm_storeu_##V(M2 + i, m2);                                                          \\
-            _mm_storeu_##V(W + i, w);                                                            \\
-            _mm_storeu_##V(G + i, vzero);                                                        \\
+            VT w = P##_loadu_##V(W + i), g = P##_loadu_##V(G + i);                               \\
+            VT m1 = P##_loadu_##V(M1 + i), m2 = P##_loadu_##V(M2 + i);                           \\
+            if (use_l2) g = P##_add_##V(g, P##_mul_##V(vl2, w));                                 \\
+            if (use_scale) g = P##_mul_##V(g, vscale);                                           \\
+            m1 = P##_add_##V(P##_mul_##V(m1, vb1), P##_mul_##V(vc1, g));                         \\
+            m2 = P##_add_##V(P##_mul_##V(m2, vb2), P##_mul_##V(P##_mul_##V(vc2, g), g));         \\
+            const VT den = P##_add_##V(P##_mul_##V(vmod, P##_sqrt_##V(m2)), veps);               \\
+            w = P##_sub_##V(w, P##_mul_##V(vlr, P##_div_##V(m1, den)));                          \\
+            if (use_wd) w = P##_sub_##V(w, P##_mul_##V(vwd, w));                                 \\
+            P##_storeu_##V(M1 + i, m1);                                                          \\
+            P##_storeu_##V(M2 + i, m2);                                                          \\
+            P##_storeu_##V(W + i, w);                                                            \\
+            P##_storeu_##V(G + i, vzero);                                                        \\
             if (use_avg) {                                                                       \\
-                VT a = _mm_loadu_##V(A + i);                                                     \\
-                _mm_storeu_##V(A + i, _mm_sub_##V(a, _mm_mul_##V(vca, _mm_sub_##V(a, w))));      \\
+                VT a = P##_loadu_##V(A + i);                                                     \\
+                P##_storeu_##V(A + i, P##_sub_##V(a, P##_mul_##V(vca, P##_sub_##V(a, w))));      \\
             }                                                                                    \\
         }
     #else
-    #define PLAIT_VEC_BODY(VT, V, LANES, T)
+    #define PLAIT_VEC_BODY(P, VT, V, LANES, T)
+    #endif
+
+    static void plait_adam_f32_sse2(float *W, float *G, float *M1, float *M2, float *A,
+                                    const plait_adam_args *args, Py_ssize_t i0, Py_ssize_t i1) {
+        PLAIT_ADAM_SETUP(float)
+        PLAIT_VEC_BODY(_mm, __m128, ps, 4, float)
+        PLAIT_ADAM_TAIL(float, sqrtf)
+    }
+
+    static void plait_adam_f64_sse2(double *W, double *G, double *M1, double *M2, double *A,
+                                    const plait_adam_args *args, Py_ssize_t i0, Py_ssize_t i1) {
+        PLAIT_ADAM_SETUP(double)
+        PLAIT_VEC_BODY(_mm, __m128d, pd, 2, double)
+        PLAIT_ADAM_TAIL(double, sqrt)
+    }
+
+    /* 256-bit copies for CPUs with AVX, chosen at run time. The target is plain "avx", not
+       "avx2"/"fma": without FMA instructions the compiler cannot fuse a multiply and an add, so
+       every lane still rounds exactly as the reference's separate numpy operations do. */
+    #if PLAIT_SSE2 && defined(__GNUC__) && defined(__x86_64__)
+    #include <immintrin.h>
+    #define PLAIT_AVX_DISPATCH 1
+    __attribute__((target("avx")))
+    static void plait_adam_f32_avx(float *W, float *G, float *M1, float *M2, float *A,
+                                   const plait_adam_args *args, Py_ssize_t i0, Py_ssize_t i1) {
+        PLAIT_ADAM_SETUP(float)
+        PLAIT_VEC_BODY(_mm256, __m256, ps, 8, float)
+        PLAIT_ADAM_TAIL(float, sqrtf)
+    }
+
+    __attribute__((target("avx")))
+    static void plait_adam_f64_avx(double *W, double *G, double *M1, double *M2, double *A,
+                                   const plait_adam_args *args, Py_ssize_t i0, Py_ssize_t i1) {
+        PLAIT_ADAM_SETUP(double)
+        PLAIT_VEC_BODY(_mm256, __m256d, pd, 4, double)
+        PLAIT_ADAM_TAIL(double, sqrt)
+    }
+
+    static int plait_use_avx(void) {
+        static int known = -1;
+        if (known < 0) {
+            __builtin_cpu_init();
+            known = __builtin_cpu_supports("avx") ? 1 : 0;
+        }
+        return known;
+    }
+    #else
+    #define PLAIT_AVX_DISPATCH 0
     #endif
 
     static void plait_adam_f32(float *W, float *G, float *M1, float *M2, float *A,
                                const plait_adam_args *args, Py_ssize_t i0, Py_ssize_t i1) {
-        PLAIT_ADAM_SETUP(float)
-        PLAIT_VEC_BODY(__m128, ps, 4, float)
-        PLAIT_ADAM_TAIL(float, sqrtf)
+    #if PLAIT_AVX_DISPATCH
+        if (plait_use_avx()) { plait_adam_f32_avx(W, G, M1, M2, A, args, i0, i1); return; }
+    #endif
+        plait_adam_f32_sse2(W, G, M1, M2, A, args, i0, i1);
     }
 
     static void plait_adam_f64(double *W, double *G, double *M1, double *M2, double *A,
                                const plait_adam_args *args, Py_ssize_t i0, Py_ssize_t i1) {
-        PLAIT_ADAM_SETUP(double)
-        PLAIT_VEC_BODY(__m128d, pd, 2, double)
-        PLAIT_ADAM_TAIL(double, sqrt)
+    #if PLAIT_AVX_DISPATCH
+        if (plait_use_avx()) { plait_adam_f64_avx(W, G, M1, M2, A, args, i0, i1); return; }
+    #endif
+        plait_adam_f64_sse2(W, G, M1, M2, A, args, i0, i1);
     }
 
     /* Sum of squares of (G + L2 * W) over i0..i1-1 in float64: element i0 + 8k + j goes to
