@@ -14,7 +14,7 @@ from .types import Decorator
 _NAMESPACE = "plait"
 
 
-_BUILTIN_MODULES = ("layers", "optimizers", "schedules", "initializers", "loss")
+_BUILTIN_MODULES = ("layers", "optimizers", "schedules", "initializers", "loss", "datasets")
 _builtins_loaded = False
 
 
