@@ -10,9 +10,10 @@ from typing import Optional, Tuple
 from ..types import Floats2d, Floats3d, Ints1d, Ints2d
 
 try:
+    from ._kernels_cpu import maxout as _maxout
     from ._kernels_cpu import seq as _seq
 except ImportError:  # pragma: no cover - a source checkout without a build
-    _seq = None
+    _seq = _maxout = None
 
 
 class SeqKernels:
@@ -35,6 +36,12 @@ class SeqKernels:
         def backprop_maxout(self, dY: Floats2d, which: Ints2d, P: int) -> Floats3d:
             dX = _seq.backprop_maxout(dY, which, P)
             return super().backprop_maxout(dY, which, P) if dX is None else dX
+
+        def backprop_maxout_affine(
+            self, dY: Floats2d, which: Ints2d, X: Floats2d, W: Floats3d
+        ) -> Tuple[Floats2d, Floats3d, Floats2d]:
+            out = _maxout.backprop_maxout_affine(dY, which, X, W)
+            return super().backprop_maxout_affine(dY, which, X, W) if out is None else out
 
         def reduce_first(self, X: Floats2d, lengths: Ints1d) -> Tuple[Floats2d, Ints1d]:
             out = _seq.reduce_first(X, lengths)

@@ -910,6 +910,36 @@ class Ops:
         flat[xp.arange(flat.shape[0]), which.reshape(-1)] = dY.reshape(-1)
         return dX
 
+    def backprop_maxout_affine(
+        self, dY: Floats2d, which: Ints2d, X: Floats2d, W: Floats3d
+    ) -> Tuple[Floats2d, Floats3d, Floats2d]:
+        """Gradients of Maxout's affine map, given the winning pieces: (dX, dW, db).
+
+        (nB, nO), (nB, nO) ints, (nB, nI), (nO, nP, nI) -> (nB, nI), (nO, nP, nI), (nO, nP).
+        The forward was Z = X @ W.reshape(nO * nP, nI).T + b, Y, which = maxout(Z); only the
+        winning piece of each output receives dY.
+        """
+        check_array("backprop_maxout_affine", "dY", dY, ndim=2, kind="f")
+        check_array("backprop_maxout_affine", "X", X, ndim=2, kind="f")
+        check_array("backprop_maxout_affine", "W", W, ndim=3, kind="f")
+        nO, nP, nI = (int(d) for d in W.shape)
+        if dY.shape[1] != nO:
+            raise ValueError(
+                f"Ops.backprop_maxout_affine: 'dY' has {dY.shape[1]} columns (shape {tuple(dY.shape)}) "
+                f"but 'W' {tuple(W.shape)} has nO={nO}."
+            )
+        if tuple(X.shape) != (dY.shape[0], nI):
+            raise ValueError(
+                f"Ops.backprop_maxout_affine: 'X' must have shape {(dY.shape[0], nI)} (rows of dY, "
+                f"nI of W {tuple(W.shape)}), got {tuple(X.shape)}."
+            )
+        dZ = self.backprop_maxout(dY, which, nP)  # checks `which`
+        db = dZ.sum(axis=0)
+        dZ = dZ.reshape((dZ.shape[0], nO * nP))
+        dW = self.gemm(dZ, X, trans1=True).reshape((nO, nP, nI))
+        dX = self.gemm(dZ, W.reshape((nO * nP, nI)))
+        return dX, dW, db
+
     def relu(self, X: Floats2d, inplace: bool = False) -> Floats2d:
         check_array("relu", "X", X, kind="f")
         if inplace:

@@ -61,11 +61,12 @@ def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Call
     best, which = ops.maxout(ops.reshape3f(Z, Z.shape[0], nO, nP))
 
     def backprop(d_best: OutT) -> InT:
-        dZ = ops.backprop_maxout(d_best, which, nP)  # (nB, nO, nP)
-        model.inc_grad("b", dZ.sum(axis=0))
-        dZ = ops.reshape2f(dZ, dZ.shape[0], nO * nP)
-        model.inc_grad("W", ops.reshape3f(ops.gemm(dZ, X, trans1=True), nO, nP, nI))
-        return ops.gemm(dZ, W)
+        # Only the winning piece of each output gets a gradient: the backend's fused op skips
+        # the (nP - 1) / nP zeros that a dense dZ @ W and dZ.T @ X would multiply.
+        dX, dW, db = ops.backprop_maxout_affine(d_best, which, X, ops.reshape3f(W, nO, nP, nI))
+        model.inc_grad("b", db)
+        model.inc_grad("W", dW)
+        return dX
 
     return best, backprop
 

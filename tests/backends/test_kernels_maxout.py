@@ -1,0 +1,130 @@
+"""NumpyOps' compiled backprop_maxout_affine (Maxout's dX, dW, db) against the Ops reference.
+
+The kernel skips the zero piece-gradients that the reference's two dense products multiply, so
+its sums run in another order: it must agree with the reference to rounding, and give the same
+bits with one thread and with two (the threshold for threads is lowered to 0 there).
+"""
+import contextlib
+
+import numpy
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from plait.backends import NumpyOps, Ops
+
+maxout = pytest.importorskip("plait.backends._kernels_cpu.maxout", reason="compiled kernels not built")
+threadpoolctl = pytest.importorskip("threadpoolctl")
+
+TOL = {"float32": dict(rtol=2e-5, atol=2e-5), "float64": dict(rtol=1e-12, atol=1e-12)}
+
+
+@contextlib.contextmanager
+def n_threads(n):
+    old = maxout.set_parallel_min_work(0 if n > 1 else 1 << 62)
+    try:
+        with threadpoolctl.threadpool_limits(limits=n, user_api="openmp"):
+            yield
+    finally:
+        maxout.set_parallel_min_work(old)
+
+
+def make(rng, nB, nO, nP, nI, dtype, itype="int32"):
+    dY = rng.standard_normal((nB, nO)).astype(dtype)
+    which = rng.integers(0, nP, size=(nB, nO)).astype(itype)
+    X = rng.standard_normal((nB, nI)).astype(dtype)
+    W = rng.standard_normal((nO, nP, nI)).astype(dtype)
+    return dY, which, X, W
+
+
+def check_close(got, want, dtype):
+    for g, w, name in zip(got, want, ("dX", "dW", "db")):
+        assert isinstance(g, numpy.ndarray) and g.dtype == w.dtype and g.shape == w.shape, name
+        numpy.testing.assert_allclose(g, w, err_msg=name, **TOL[dtype])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    nB=st.integers(0, 70),
+    nO=st.integers(1, 20),
+    nP=st.integers(1, 5),
+    # widths around the 8-vector block (64 floats / 32 doubles), the 1-vector block and scalars
+    nI=st.sampled_from([1, 3, 4, 7, 8, 9, 31, 32, 33, 64, 65, 72, 130]),
+    dtype=st.sampled_from(["float32", "float64"]),
+    itype=st.sampled_from(["int32", "int64"]),
+    seed=st.integers(0, 2**16),
+)
+def test_equals_reference_and_is_thread_independent(nB, nO, nP, nI, dtype, itype, seed):
+    args = make(numpy.random.default_rng(seed), nB, nO, nP, nI, dtype, itype)
+    want = Ops().backprop_maxout_affine(*args)
+    results = []
+    for n in (1, 2):
+        with n_threads(n):
+            got = NumpyOps().backprop_maxout_affine(*args)
+        check_close(got, want, dtype)
+        results.append(got)
+    for a, b in zip(*results):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_pieces_that_never_win_get_zero_gradient():
+    rng = numpy.random.default_rng(1)
+    dY, which, X, W = make(rng, 50, 4, 3, 16, "float32")
+    which[:] = 1  # piece 0 and 2 never win
+    dX, dW, db = NumpyOps().backprop_maxout_affine(dY, which, X, W)
+    assert not dW[:, 0].any() and not dW[:, 2].any() and not db[:, [0, 2]].any()
+    numpy.testing.assert_allclose(dW[:, 1], dY.T @ X, rtol=1e-5, atol=1e-5)
+    numpy.testing.assert_allclose(db[:, 1], dY.sum(axis=0), rtol=1e-5, atol=1e-5)
+    numpy.testing.assert_allclose(dX, dY @ W[:, 1], rtol=1e-5, atol=1e-5)
+
+
+def test_matches_the_layer_formula_it_replaces():
+    # What plait's Maxout backprop computed before the fused op existed.
+    ops = NumpyOps()
+    dY, which, X, W = make(numpy.random.default_rng(2), 40, 6, 3, 20, "float64")
+    nO, nP, nI = W.shape
+    dZ = ops.backprop_maxout(dY, which, nP).reshape((40, nO * nP))
+    dX, dW, db = ops.backprop_maxout_affine(dY, which, X, W)
+    numpy.testing.assert_allclose(dX, dZ @ W.reshape((nO * nP, nI)), rtol=1e-12)
+    numpy.testing.assert_allclose(dW, (dZ.T @ X).reshape((nO, nP, nI)), rtol=1e-12)
+    numpy.testing.assert_allclose(db, dZ.reshape((40, nO, nP)).sum(axis=0), rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda a: (a[0].astype("float16"), *a[1:]),  # dtype the kernel does not take
+        lambda a: (numpy.asfortranarray(a[0]), *a[1:]),  # not C-contiguous
+        lambda a: (a[0], a[1].astype("int16"), *a[2:]),
+        lambda a: (*a[:3], a[3].astype("float64")),  # mixed float dtypes
+    ],
+)
+def test_other_layouts_take_the_reference_path(change):
+    args = change(make(numpy.random.default_rng(3), 9, 4, 2, 5, "float32"))
+    assert maxout.backprop_maxout_affine(*args) is None
+    want = Ops().backprop_maxout_affine(*args)
+    got = NumpyOps().backprop_maxout_affine(*args)
+    for g, w in zip(got, want):
+        numpy.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (lambda a: (a[0], a[1] + 5, *a[2:]), "'which' holds values outside 0..1"),
+        (lambda a: (a[0], -a[1] - 1, *a[2:]), "'which' holds values outside 0..1"),
+        (lambda a: (a[0][:, :3], a[1][:, :3], *a[2:]), "'dY' has 3 columns .* nO=4"),
+        (lambda a: (a[0], a[1], a[2][:, :4], a[3]), r"'X' must have shape \(9, 5\)"),
+        (lambda a: (a[0], a[1][:5], *a[2:]), "dY.*which"),
+        (lambda a: (a[0], a[1], a[2], a[3][0]), "'W'"),
+    ],
+)
+def test_bad_input_fails_like_the_reference(change, match):
+    args = change(make(numpy.random.default_rng(4), 9, 4, 2, 5, "float32"))
+    before = [numpy.array(a, copy=True) for a in args]
+    with pytest.raises(ValueError, match=match):
+        Ops().backprop_maxout_affine(*args)
+    with pytest.raises(ValueError, match=match):
+        NumpyOps().backprop_maxout_affine(*args)
+    for a, b in zip(args, before):
+        numpy.testing.assert_array_equal(a, b)
