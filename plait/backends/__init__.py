@@ -20,6 +20,12 @@ from typing import Any, Callable, Dict, Iterator, Optional
 # when cores are free. It must be set before the OpenMP runtime loads; a user's setting wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+# The thread count (the user's, else this process's share of the free cores) must reach
+# OMP_NUM_THREADS before the kernels load the OpenMP runtime; see _threads.py.
+from ._threads import get_num_threads, plan_threads, set_num_threads  # noqa: E402
+
+plan_threads()
+
 from ._param_server import ParamServer  # noqa: E402
 from .cupy_ops import CupyOps
 from .numpy_ops import NumpyOps
@@ -40,6 +46,8 @@ __all__ = [
     "use_pytorch_for_gpu_memory",
     "use_tensorflow_for_gpu_memory",
     "has_cupy",
+    "get_num_threads",
+    "set_num_threads",
 ]
 
 

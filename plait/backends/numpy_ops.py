@@ -8,7 +8,7 @@ from typing import Any
 import numpy
 
 from ..types import DeviceTypes, Ints1d, Ints2d
-from . import _murmur
+from . import _murmur, _threads
 from ._numpy_gather import GatherKernels
 from ._numpy_lstm import LstmKernels
 from ._numpy_norm import NormKernels
@@ -36,6 +36,7 @@ class NumpyOps(SeqKernels, GatherKernels, LstmKernels, NormKernels, Ops):
                 f"NumpyOps runs on the CPU only, got device_type={device_type!r}. Use CupyOps for a GPU."
             )
         super().__init__(device_type="cpu", device_id=device_id)
+        _threads.apply_blas_limit()
         # NOTE: `use_blis` is accepted for Thinc compatibility. Matrix products go through the
         # BLAS numpy was built with (OpenBLAS in the wheels), which honours the usual thread limits.
         self.use_blis = bool(use_blis)

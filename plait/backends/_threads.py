@@ -1,0 +1,173 @@
+"""How many threads plait's CPU work uses: the user's limit, else a share of the free cores.
+
+A user's setting always wins: `PLAIT_NUM_THREADS`, or any of the usual variables
+(`OMP_NUM_THREADS`, `OPENBLAS_NUM_THREADS`, `MKL_NUM_THREADS`, `BLIS_NUM_THREADS`), or
+`set_num_threads(n)`, or a `threadpoolctl.threadpool_limits` block around the work. Without one,
+each plait process claims cores through lock files (one per core, `flock`ed, so the kernel
+releases a claim when its process ends, however it ends), takes as many threads as it holds
+claims (at least one), and leaves the rest to the next plait process: two trainings started on
+one machine split it instead of each starting a thread per core and fighting over them.
+
+The OpenMP thread count of the compiled kernels is fixed through `OMP_NUM_THREADS` before the
+OpenMP runtime loads (`plan_threads`, run by `plait.backends` on import); the BLAS's is applied
+through threadpoolctl when the first NumpyOps is created (`apply_blas_limit`), since numpy has
+usually loaded its BLAS long before plait.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from pathlib import Path
+from typing import List, Optional
+
+# Variables through which a user states a thread count (the first valid one counts).
+USER_VARIABLES = (
+    "PLAIT_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+)
+SLOT_DIR_VARIABLE = "PLAIT_CPU_SLOT_DIR"
+# The claims are off when this is "0" (e.g. a scheduler that already pins each job's cores).
+CLAIM_VARIABLE = "PLAIT_CLAIM_CPUS"
+
+_state = {"planned": False, "threads": None, "source": None, "blas_applied": False}
+_slot_files: List[int] = []
+
+
+def _user_threads() -> Optional[tuple]:
+    for name in USER_VARIABLES:
+        raw = os.environ.get(name, "").strip()
+        if not raw:
+            continue
+        # OMP_NUM_THREADS may be a list ("4,2" for nested levels): the first level counts.
+        head = raw.split(",")[0].strip()
+        if head.isdigit() and int(head) >= 1:
+            return int(head), name
+    return None
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def slot_dir() -> Path:
+    """Where the per-core lock files live (PLAIT_CPU_SLOT_DIR, else a shared temp folder)."""
+    custom = os.environ.get(SLOT_DIR_VARIABLE)
+    return Path(custom) if custom else Path(tempfile.gettempdir()) / "plait-cpu-slots"
+
+
+def _claim_slots(n_cores: int) -> int:
+    """Lock as many of the n_cores slot files as are free; returns how many this process holds."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no claims, every process takes all cores
+        return n_cores
+    folder = slot_dir()
+    try:
+        folder.mkdir(mode=0o777, parents=True, exist_ok=True)
+        # Other users' plait processes share the folder (sticky, like /tmp itself).
+        if folder.stat().st_uid == os.getuid():
+            os.chmod(folder, 0o1777)
+    except OSError:
+        return n_cores
+    held = 0
+    for k in range(n_cores):
+        path = folder / f"core-{k}.lock"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            os.close(fd)
+            if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                continue
+            raise
+        os.set_inheritable(fd, False)
+        _slot_files.append(fd)
+        held += 1
+    return held
+
+
+def release_slots() -> None:
+    """Give back this process's core claims (closing the files drops the locks)."""
+    while _slot_files:
+        try:
+            os.close(_slot_files.pop())
+        except OSError:
+            pass
+
+
+def plan_threads() -> int:
+    """Decide the thread count once per process and export it to OpenMP; returns it."""
+    if _state["planned"]:
+        return int(_state["threads"])
+    user = _user_threads()
+    if user is not None:
+        threads, source = user
+    elif os.environ.get(CLAIM_VARIABLE, "1").strip() == "0":
+        threads, source = available_cores(), "all cores (PLAIT_CLAIM_CPUS=0)"
+    else:
+        held = _claim_slots(available_cores())
+        threads, source = max(1, held), f"{held} of {available_cores()} cores claimed"
+        # NOTE: only our default: a variable the user set (handled above) is never touched.
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    _state.update(planned=True, threads=threads, source=source)
+    return threads
+
+
+def apply_blas_limit() -> None:
+    """Hold the already-loaded BLAS to at most the planned count (once per process).
+
+    It only ever lowers the BLAS's own count, so a lower limit the user set beforehand
+    (threadpoolctl, or a variable the BLAS read when it loaded) stays as it is.
+    """
+    if _state["blas_applied"]:
+        return
+    _state["blas_applied"] = True
+    _limit_blas(plan_threads(), only_lower=True)
+
+
+def _limit_blas(n: int, only_lower: bool = False) -> None:
+    try:
+        from threadpoolctl import threadpool_info, threadpool_limits
+    except ImportError:  # pragma: no cover - a dependency, but never fatal
+        return
+    if only_lower:
+        current = [lib.get("num_threads", 0) for lib in threadpool_info() if lib.get("user_api") == "blas"]
+        if not current or max(current) <= n:
+            return
+    threadpool_limits(limits=n, user_api="blas")
+
+
+def set_num_threads(n: int) -> None:
+    """Use n threads for plait's BLAS calls and compiled kernels from now on (drops core claims)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"set_num_threads: 'n' must be an int >= 1, got {n!r}.")
+    release_slots()
+    _state.update(planned=True, threads=n, source="set_num_threads", blas_applied=True)
+    _limit_blas(n)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover
+        return
+    threadpool_limits(limits=n, user_api="openmp")
+
+
+def get_num_threads() -> int:
+    """The thread count plait planned (the user's, or its share of the cores)."""
+    return plan_threads()
+
+
+def thread_source() -> str:
+    """Where the count came from: a variable's name, set_num_threads, or the cores claimed."""
+    plan_threads()
+    return str(_state["source"])

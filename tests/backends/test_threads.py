@@ -1,0 +1,114 @@
+"""The thread policy: a user's limit wins; otherwise plait processes split the cores between them.
+
+Each case runs in fresh interpreters (the policy is decided when plait.backends is imported),
+with the thread variables cleared, two cores of affinity and a private lock-file folder.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from plait.backends import _threads
+
+pytestmark = pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs Linux CPU affinity and at least 2 cores",
+)
+
+REPORT = (
+    "import json, os, sys, time\n"
+    "os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2])\n"
+    "import plait.backends as b\n"
+    "b.NumpyOps()\n"
+    "from threadpoolctl import threadpool_info\n"
+    "blas = [lib['num_threads'] for lib in threadpool_info() if lib['user_api'] == 'blas']\n"
+    "print(json.dumps({'threads': b.get_num_threads(), 'source': b._threads.thread_source(),\n"
+    "                  'omp': os.environ.get('OMP_NUM_THREADS'), 'blas': blas}), flush=True)\n"
+    "if len(sys.argv) > 1:\n"
+    "    time.sleep(float(sys.argv[1]))\n"
+)
+
+
+def child_env(tmp_path, **extra):
+    env = {k: v for k, v in os.environ.items() if k not in _threads.USER_VARIABLES}
+    env.pop(_threads.CLAIM_VARIABLE, None)
+    env[_threads.SLOT_DIR_VARIABLE] = str(tmp_path / "slots")
+    env.update(extra)
+    return env
+
+
+def run_report(env, hold=None):
+    import json
+
+    args = [sys.executable, "-c", REPORT] + ([str(hold)] if hold else [])
+    if hold:
+        proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, text=True)
+        return proc, json.loads(proc.stdout.readline())
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_a_lone_process_takes_every_core_it_may_run_on(tmp_path):
+    report = run_report(child_env(tmp_path))
+    assert report["threads"] == 2
+    assert report["source"] == "2 of 2 cores claimed"
+    assert report["omp"] == "2"
+    assert all(n <= 2 for n in report["blas"])
+
+
+def test_a_second_process_gets_what_the_first_left_and_the_cores_return_when_it_dies(tmp_path):
+    env = child_env(tmp_path)
+    first, report1 = run_report(env, hold=60)
+    try:
+        assert report1["threads"] == 2
+        report2 = run_report(env)
+        assert report2["threads"] == 1 and report2["source"] == "0 of 2 cores claimed"
+        assert report2["omp"] == "1" and report2["blas"] and max(report2["blas"]) == 1
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    # The kernel dropped the killed process's locks: all cores are free again.
+    assert run_report(env)["threads"] == 2
+
+
+@pytest.mark.parametrize("name", ["PLAIT_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"])
+def test_a_user_variable_wins_and_nothing_is_claimed(tmp_path, name):
+    report = run_report(child_env(tmp_path, **{name: "1"}))
+    assert report["threads"] == 1 and report["source"] == name
+    assert report["blas"] and max(report["blas"]) == 1
+    assert not (tmp_path / "slots").exists()
+
+
+def test_claims_can_be_switched_off(tmp_path):
+    report = run_report(child_env(tmp_path, PLAIT_CLAIM_CPUS="0"))
+    assert report["threads"] == 2 and "PLAIT_CLAIM_CPUS=0" in report["source"]
+    assert not (tmp_path / "slots").exists()
+
+
+def test_set_num_threads_gives_the_claims_back(tmp_path):
+    env = child_env(tmp_path)
+    code = REPORT.replace(
+        "b.NumpyOps()\n", "b.NumpyOps()\nb.set_num_threads(1)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, "60"], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        import json
+
+        mine = json.loads(proc.stdout.readline())
+        assert mine["threads"] == 1 and mine["source"] == "set_num_threads"
+        assert max(mine["blas"]) == 1
+        # Its claims were released, so a newcomer gets both cores.
+        assert run_report(env)["threads"] == 2
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2", None])
+def test_set_num_threads_rejects_bad_values(bad):
+    with pytest.raises(ValueError, match="'n' must be an int >= 1"):
+        _threads.set_num_threads(bad)
