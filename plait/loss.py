@@ -361,6 +361,9 @@ class SequenceCategoricalCrossentropy(Loss):
                 f"{len(truths)} of truths; pass one truth sequence per guess sequence."
             )
         n = len(guesses)
+        batched = self._batched_grad(guesses, truths)
+        if batched is not None:
+            return batched
         d_guesses = []
         for i, (Y, Y_true) in enumerate(zip(guesses, truths)):
             try:
@@ -372,6 +375,39 @@ class SequenceCategoricalCrossentropy(Loss):
                 dY = dY / n
             d_guesses.append(dY)
         return d_guesses
+
+    def _batched_grad(
+        self, guesses: Sequence[Floats2d], truths: Sequence[IntsOrFloatsOrStrs]
+    ) -> Optional[List[Floats2d]]:
+        """Every sequence's gradient from one call on the stacked rows, or None.
+
+        Rows are independent (the inner loss does not normalize), so stacking changes nothing
+        but the number of calls. Only arrays that stack cleanly take this path; anything else,
+        and any error, goes through the per-sequence loop, whose errors name the sequence.
+        """
+        n = len(guesses)
+        if n < 2:
+            return None
+        g0, t0 = guesses[0], truths[0]
+        if not (hasattr(g0, "ndim") and hasattr(t0, "ndim") and getattr(g0, "ndim", 0) == 2):
+            return None
+        for Y, Y_true in zip(guesses, truths):
+            if (
+                type(Y) is not type(g0) or Y.ndim != 2 or Y.shape[1] != g0.shape[1] or Y.dtype != g0.dtype
+                or type(Y_true) is not type(t0) or getattr(Y_true, "ndim", -1) != t0.ndim
+                or Y_true.dtype != t0.dtype or len(Y_true) != len(Y) or Y.shape[0] == 0
+                or Y_true.shape[1:] != t0.shape[1:]
+            ):
+                return None
+        xp = get_array_module(g0)
+        try:
+            dY = self.cc.get_grad(xp.concatenate(guesses), xp.concatenate(truths))
+        except (ValueError, TypeError, KeyError):
+            return None
+        if self.normalize:
+            dY /= n
+        ends = numpy.cumsum([len(Y) for Y in guesses])
+        return [dY[start:end] for start, end in zip([0, *ends[:-1].tolist()], ends.tolist())]
 
     def get_loss(self, guesses: Sequence[Floats2d], truths: Sequence[IntsOrFloatsOrStrs]) -> float:
         """Sum over sequences of the sum of squared gradients."""

@@ -495,3 +495,45 @@ def test_constructor_signatures_match_thinc(cls_name):
     assert [(p.name, p.kind, p.default) for p in ours.parameters.values()] == [
         (p.name, p.kind, p.default) for p in theirs.parameters.values()
     ]
+
+
+# ---------------------------------------------------------------- sequence loss: stacked fast path
+
+
+def _per_sequence(loss, guesses, truths):
+    # What the loss computes one sequence at a time (a 1-sequence call never stacks).
+    n = len(guesses)
+    out = []
+    for Y, T in zip(guesses, truths):
+        dY = loss.get_grad([Y], [T])[0]
+        out.append(dY / n if loss.normalize else dY)
+    return out
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+@pytest.mark.parametrize("kind", ["ints", "onehot", "missing"])
+def test_sequence_loss_stacked_path_equals_the_per_sequence_loop(normalize, kind):
+    rng = numpy.random.default_rng(0)
+    lengths = [3, 1, 5, 2]
+    guesses = [rng.dirichlet(numpy.ones(4), size=n).astype("f") for n in lengths]
+    if kind == "onehot":
+        truths = [numpy.eye(4, dtype="f")[rng.integers(0, 4, n)] for n in lengths]
+        loss = SequenceCategoricalCrossentropy(normalize=normalize)
+    else:
+        truths = [rng.integers(0, 4, n).astype("int64") for n in lengths]
+        loss = SequenceCategoricalCrossentropy(normalize=normalize)
+        if kind == "missing":
+            loss = SequenceCategoricalCrossentropy(normalize=normalize)
+            loss.cc.missing_value = 3
+    got = loss.get_grad(guesses, truths)
+    want = _per_sequence(loss, guesses, truths)
+    assert [g.shape for g in got] == [(n, 4) for n in lengths]
+    for g, w in zip(got, want):
+        assert g.tobytes() == w.tobytes()
+
+
+def test_sequence_loss_errors_still_name_the_sequence():
+    guesses = [numpy.full((2, 3), 1 / 3, dtype="f"), numpy.full((2, 3), 1 / 3, dtype="f")]
+    truths = [numpy.array([0, 1]), numpy.array([2, 7])]  # 7 is out of range in sequence 1
+    with pytest.raises(ValueError, match="sequence 1"):
+        SequenceCategoricalCrossentropy().get_grad(guesses, truths)
