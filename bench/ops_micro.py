@@ -37,6 +37,8 @@ DESCRIBE = {
     "backprop_seq2col": ("dY (nN, 3*nI)", "index_add_ of the three column blocks"),
     "maxout": ("X (nN, nI, nP)", "X.max(dim=2)"),
     "backprop_maxout": ("dY (nN, nI), which", "zeros().scatter_(2, which, dY)"),
+    "maxout_layer_backprop": ("Maxout's dX, dW, db: dY (nN, nI), X (nN, nI), W (nI, nP, nI); "
+                              "thinc: backprop_maxout + 2 gemms + sum", "n/a (autograd)"),
     "reduce_sum": ("X (nN, nI), n_docs lengths", "torch.segment_reduce('sum')"),
     "backprop_reduce_sum": ("dY (n_docs, nI)", "repeat_interleave"),
     "reduce_mean": ("X (nN, nI)", "torch.segment_reduce('mean')"),
@@ -84,6 +86,7 @@ class Inputs:
         self.X = f(nN, nI)
         self.dY_seq2col = f(nN, 3 * nI)
         self.X_maxout = f(nN, nI, nP)
+        self.W_maxout = f(nI, nP, nI)
         self.dY_rows = f(nN, nI)
         self.dY_docs = f(p["n_docs"], nI)
         self.ids = rng.integers(0, 2**63, p["n_keys"], dtype="uint64")
@@ -104,6 +107,16 @@ class Inputs:
         self.size_at_t = numpy.full((T,), Bq, dtype="int32")
         self.act = f(nN, p["act_nO"])
         self.dY_act = f(nN, p["act_nO"])
+
+
+def maxout_layer_backprop(ops, inp: Inputs, which, nP: int):
+    """The gradients a Maxout layer's backprop computes (dX, dW, db), by each library's best path."""
+    if hasattr(ops, "backprop_maxout_affine"):  # plait: one fused op that skips the zero pieces
+        return ops.backprop_maxout_affine(inp.dY_rows, which, inp.X, inp.W_maxout)
+    nO, _, nI = inp.W_maxout.shape
+    dZ = ops.backprop_maxout(inp.dY_rows, which, nP).reshape((-1, nO * nP))
+    return (ops.gemm(dZ, inp.W_maxout.reshape((nO * nP, nI))), ops.gemm(dZ, inp.X, trans1=True),
+            dZ.sum(axis=0))
 
 
 def thinc_face_ops(api, inp: Inputs, p: Dict[str, Any]) -> Dict[str, Callable[[], Any]]:
@@ -127,6 +140,7 @@ def thinc_face_ops(api, inp: Inputs, p: Dict[str, Any]) -> Dict[str, Callable[[]
         "backprop_seq2col": lambda: ops.backprop_seq2col(inp.dY_seq2col, 1, lengths=L),
         "maxout": lambda: ops.maxout(inp.X_maxout),
         "backprop_maxout": lambda: ops.backprop_maxout(inp.dY_rows, which_maxout, nP),
+        "maxout_layer_backprop": lambda: maxout_layer_backprop(ops, inp, which_maxout, nP),
         "reduce_sum": lambda: ops.reduce_sum(inp.X, L),
         "backprop_reduce_sum": lambda: ops.backprop_reduce_sum(inp.dY_docs, L),
         "reduce_mean": lambda: ops.reduce_mean(inp.X, L),
@@ -252,6 +266,7 @@ def torch_ops(inp: Inputs, p: Dict[str, Any]) -> Dict[str, Callable[[], Any]]:
         "backprop_seq2col": backprop_seq2col,
         "maxout": lambda: Xm.max(dim=2),
         "backprop_maxout": backprop_maxout,
+        "maxout_layer_backprop": None,
         "reduce_sum": lambda: torch.segment_reduce(X, "sum", lengths=L),
         "backprop_reduce_sum": lambda: torch.repeat_interleave(dY_docs, L, dim=0),
         "reduce_mean": lambda: torch.segment_reduce(X, "mean", lengths=L),

@@ -40,8 +40,15 @@ class SeqKernels:
         def backprop_maxout_affine(
             self, dY: Floats2d, which: Ints2d, X: Floats2d, W: Floats3d
         ) -> Tuple[Floats2d, Floats3d, Floats2d]:
-            out = _maxout.backprop_maxout_affine(dY, which, X, W)
-            return super().backprop_maxout_affine(dY, which, X, W) if out is None else out
+            dX = _maxout.backprop_maxout_dx(dY, which, W)
+            if dX is None or getattr(X, "shape", None) != (dY.shape[0], W.shape[2]):
+                return super().backprop_maxout_affine(dY, which, X, W)
+            # dW and db: the dense product on the routed gradient (the BLAS beats a sparse one).
+            nO, nP, nI = W.shape
+            dZ = self.backprop_maxout(dY, which, nP)
+            db = dZ.sum(axis=0)
+            dW = self.gemm(dZ.reshape((dZ.shape[0], nO * nP)), X, trans1=True).reshape((nO, nP, nI))
+            return dX, dW, db
 
         def reduce_first(self, X: Floats2d, lengths: Ints1d) -> Tuple[Floats2d, Ints1d]:
             out = _seq.reduce_first(X, lengths)

@@ -1,6 +1,6 @@
-"""NumpyOps' compiled backprop_maxout_affine (Maxout's dX, dW, db) against the Ops reference.
+"""NumpyOps' backprop_maxout_affine (Maxout's dX, dW, db) against the Ops reference.
 
-The kernel skips the zero piece-gradients that the reference's two dense products multiply, so
+Its dX kernel skips the zero piece-gradients that the reference's dense product multiplies, so
 its sums run in another order: it must agree with the reference to rounding, and give the same
 bits with one thread and with two (the threshold for threads is lowered to 0 there).
 """
@@ -101,7 +101,7 @@ def test_matches_the_layer_formula_it_replaces():
 )
 def test_other_layouts_take_the_reference_path(change):
     args = change(make(numpy.random.default_rng(3), 9, 4, 2, 5, "float32"))
-    assert maxout.backprop_maxout_affine(*args) is None
+    assert maxout.backprop_maxout_dx(args[0], args[1], args[3]) is None
     want = Ops().backprop_maxout_affine(*args)
     got = NumpyOps().backprop_maxout_affine(*args)
     for g, w in zip(got, want):
