@@ -44,69 +44,98 @@ cdef extern from *:
     typedef float plait_vf __attribute__((vector_size(32), aligned(4)));
     typedef double plait_vd __attribute__((vector_size(32), aligned(8)));
 
-    /* Column blocks. An FMA takes 4 cycles and two can start per cycle, so a block keeps 8
-       independent accumulators: 8 vectors of columns, or (for the last < 8 vectors) one vector
-       of columns with the terms dealt round-robin to 8 partial sums. `TERMS(k, a, src)` walks
-       the terms of one output block: for k = 0, 1, ..., a scalar weight `a` and a row `src`. */
-    #define PLAIT_MX_BLOCK8(T, VT, L, out, COUNT, TERM)                                          \\
-        {                                                                                        \\
-            VT c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0}, c4 = {0}, c5 = {0}, c6 = {0}, c7 = {0};  \\
-            for (Py_ssize_t k = 0; k < (COUNT); ++k) {                                           \\
-                T a; const T *src;                                                               \\
-                TERM(k, a, src)                                                                  \\
-                const VT *v = (const VT *)(src + j0);                                            \\
-                c0 += a * v[0]; c1 += a * v[1]; c2 += a * v[2]; c3 += a * v[3];                  \\
-                c4 += a * v[4]; c5 += a * v[5]; c6 += a * v[6]; c7 += a * v[7];                  \\
-            }                                                                                    \\
-            VT *d = (VT *)((out) + j0);                                                          \\
-            d[0] = c0; d[1] = c1; d[2] = c2; d[3] = c3;                                          \\
-            d[4] = c4; d[5] = c5; d[6] = c6; d[7] = c7;                                          \\
-        }
-    #define PLAIT_MX_BLOCK1(T, VT, L, out, COUNT, TERM)                                          \\
-        {                                                                                        \\
-            VT c[8] = {{0}};                                                                     \\
-            for (Py_ssize_t k = 0; k < (COUNT); ++k) {                                           \\
-                T a; const T *src;                                                               \\
-                TERM(k, a, src)                                                                  \\
-                c[k & 7] += a * *(const VT *)(src + j0);                                         \\
-            }                                                                                    \\
-            *(VT *)((out) + j0) = ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7])); \\
-        }
-    #define PLAIT_MX_SCALAR(T, out, COUNT, TERM)                                                 \\
-        {                                                                                        \\
-            T c = (T)0;                                                                          \\
-            for (Py_ssize_t k = 0; k < (COUNT); ++k) {                                           \\
-                T a; const T *src;                                                               \\
-                TERM(k, a, src)                                                                  \\
-                c += a * src[j0];                                                                \\
-            }                                                                                    \\
-            (out)[j0] = c;                                                                       \\
-        }
-    #define PLAIT_MX_ROW(T, VT, L, out, COUNT, TERM)                                             \\
-        {                                                                                        \\
-            Py_ssize_t j0 = 0;                                                                   \\
-            for (; j0 + 8 * L <= nI; j0 += 8 * L) PLAIT_MX_BLOCK8(T, VT, L, out, COUNT, TERM)    \\
-            for (; j0 + L <= nI; j0 += L) PLAIT_MX_BLOCK1(T, VT, L, out, COUNT, TERM)            \\
-            for (; j0 < nI; ++j0) PLAIT_MX_SCALAR(T, out, COUNT, TERM)                           \\
-        }
+    /* dX[n] = sum over o of dY[n, o] * W[o, which[n, o]], for rows n0..n1-1.
 
-    /* dX row n: terms o = 0..nO-1, weight dY[n, o], row W[o, which[n, o]]. */
-    #define PLAIT_MX_DX_TERM(k, a, src)                                                          \\
-        a = dy[k]; src = W + ((k) * nP + (Py_ssize_t)wh[k]) * nI;
+       The main columns go 4 vectors at a time for 3 rows at once: 12 independent accumulators
+       (an FMA takes 4 cycles and two can start per cycle), and the three rows' W rows for one o
+       lie in the same W[o] block, so most loads hit L1. Every column of every row sums its
+       terms in o order, one fused multiply-add each, whichever path the row takes (3-row
+       block or single row), so the result of a row never depends on its neighbours or on how
+       rows are split between threads. The last < 4 vectors of columns: one vector at a time
+       with the terms dealt round-robin to 8 partial sums, then single columns. */
+    #define PLAIT_MX_WROW(n, o) (W + ((o) * nP + (Py_ssize_t)which[(n) * nO + (o)]) * nI + j0)
+    #define PLAIT_MX_PROW(n, o) (Wp + ((o) * nP + (Py_ssize_t)which[(n) * nO + (o)]) * ld)
 
     #define PLAIT_DEFINE_MX_DX(T, VT, I, SUF, L)                                                 \\
     static PLAIT_MX_CLONES void plait_mx_dx_##SUF(                                               \\
             const T *dY, const I *which, const T *W, T *dX, Py_ssize_t n0, Py_ssize_t n1,        \\
             Py_ssize_t nO, Py_ssize_t nP, Py_ssize_t nI) {                                       \\
-        for (Py_ssize_t n = n0; n < n1; ++n) {                                                   \\
-            const T *dy = dY + n * nO;                                                           \\
-            const I *wh = which + n * nO;                                                        \\
-            T *dx = dX + n * nI;                                                                 \\
-            PLAIT_MX_ROW(T, VT, L, dx, nO, PLAIT_MX_DX_TERM)                                     \\
+        const Py_ssize_t J4 = nI - nI % (4 * L);                                                 \\
+        const Py_ssize_t n3 = n0 + (n1 - n0) / 3 * 3;                                           \\
+        /* Column blocks outside, rows inside: the W columns of one block are packed into one    \\
+           contiguous buffer (nO * nP rows of 4 vectors), which stays in L1 while every row of   \\
+           the range reads it; read in place, rows nI apart fell into too few cache sets. */     \\
+        T *pack = J4 ? (T *)malloc((size_t)(nO * nP * 4 * L) * sizeof(T)) : NULL;               \\
+        const T *Wp = pack;                                                                      \\
+        const Py_ssize_t ld = 4 * L;                                                             \\
+        for (Py_ssize_t j0 = 0; pack != NULL && j0 < J4; j0 += 4 * L) {                          \\
+            for (Py_ssize_t r = 0; r < nO * nP; ++r)                                             \\
+                memcpy(pack + r * ld, W + r * nI + j0, (size_t)ld * sizeof(T));                  \\
+            for (Py_ssize_t n = n0; n < n3; n += 3) {                                            \\
+                const T *dy0 = dY + n * nO, *dy1 = dy0 + nO, *dy2 = dy1 + nO;                    \\
+                VT a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                       \\
+                VT b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};                                       \\
+                VT c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};                                       \\
+                for (Py_ssize_t o = 0; o < nO; ++o) {                                            \\
+                    const VT *u = (const VT *)PLAIT_MX_PROW(n, o);                               \\
+                    const VT *v = (const VT *)PLAIT_MX_PROW(n + 1, o);                           \\
+                    const VT *w = (const VT *)PLAIT_MX_PROW(n + 2, o);                           \\
+                    const T x = dy0[o], y = dy1[o], z = dy2[o];                                  \\
+                    a0 += x * u[0]; a1 += x * u[1]; a2 += x * u[2]; a3 += x * u[3];              \\
+                    b0 += y * v[0]; b1 += y * v[1]; b2 += y * v[2]; b3 += y * v[3];              \\
+                    c0 += z * w[0]; c1 += z * w[1]; c2 += z * w[2]; c3 += z * w[3];              \\
+                }                                                                                \\
+                VT *p = (VT *)(dX + n * nI + j0), *q = (VT *)(dX + (n + 1) * nI + j0);           \\
+                VT *r = (VT *)(dX + (n + 2) * nI + j0);                                          \\
+                p[0] = a0; p[1] = a1; p[2] = a2; p[3] = a3;                                      \\
+                q[0] = b0; q[1] = b1; q[2] = b2; q[3] = b3;                                      \\
+                r[0] = c0; r[1] = c1; r[2] = c2; r[3] = c3;                                      \\
+            }                                                                                    \\
+            for (Py_ssize_t n = n3; n < n1; ++n) {                                               \\
+                const T *dy = dY + n * nO;                                                       \\
+                VT a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                       \\
+                for (Py_ssize_t o = 0; o < nO; ++o) {                                            \\
+                    const VT *u = (const VT *)PLAIT_MX_PROW(n, o);                               \\
+                    const T x = dy[o];                                                           \\
+                    a0 += x * u[0]; a1 += x * u[1]; a2 += x * u[2]; a3 += x * u[3];              \\
+                }                                                                                \\
+                VT *p = (VT *)(dX + n * nI + j0);                                                \\
+                p[0] = a0; p[1] = a1; p[2] = a2; p[3] = a3;                                      \\
+            }                                                                                    \\
+        }                                                                                        \\
+        free(pack);                                                                              \\
+        /* Without the buffer (out of memory) every column takes the per-row path below. */     \\
+        const Py_ssize_t done = pack != NULL ? J4 : 0;                                           \\
+        if (done < nI)                                                                           \\
+            for (Py_ssize_t n = n0; n < n1; ++n)                                                 \\
+                plait_mx_dx_tail_##SUF(dY, which, W, dX, n, nO, nP, nI, done);                   \\
+    }
+
+    /* Columns J4..nI-1 of row n. */
+    #define PLAIT_DEFINE_MX_DX_TAIL(T, VT, I, SUF, L)                                            \\
+    static inline __attribute__((always_inline)) void plait_mx_dx_tail_##SUF(                     \\
+            const T *dY, const I *which, const T *W, T *dX, Py_ssize_t n, Py_ssize_t nO,         \\
+            Py_ssize_t nP, Py_ssize_t nI, Py_ssize_t J4) {                                       \\
+        const T *dy = dY + n * nO;                                                               \\
+        T *dx = dX + n * nI;                                                                     \\
+        Py_ssize_t j0 = J4;                                                                      \\
+        for (; j0 + L <= nI; j0 += L) {                                                          \\
+            VT c[8] = {{0}};                                                                     \\
+            for (Py_ssize_t o = 0; o < nO; ++o) c[o & 7] += dy[o] * *(const VT *)PLAIT_MX_WROW(n, o); \\
+            *(VT *)(dx + j0) = ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7])); \\
+        }                                                                                        \\
+        for (; j0 < nI; ++j0) {                                                                  \\
+            T c = (T)0;                                                                          \\
+            for (Py_ssize_t o = 0; o < nO; ++o) c += dy[o] * *PLAIT_MX_WROW(n, o);               \\
+            dx[j0] = c;                                                                          \\
         }                                                                                        \\
     }
 
     /* L: values per 256-bit vector. */
+    PLAIT_DEFINE_MX_DX_TAIL(float, plait_vf, int32_t, f32_i32, 8)
+    PLAIT_DEFINE_MX_DX_TAIL(float, plait_vf, int64_t, f32_i64, 8)
+    PLAIT_DEFINE_MX_DX_TAIL(double, plait_vd, int32_t, f64_i32, 4)
+    PLAIT_DEFINE_MX_DX_TAIL(double, plait_vd, int64_t, f64_i64, 4)
     PLAIT_DEFINE_MX_DX(float, plait_vf, int32_t, f32_i32, 8)
     PLAIT_DEFINE_MX_DX(float, plait_vf, int64_t, f32_i64, 8)
     PLAIT_DEFINE_MX_DX(double, plait_vd, int32_t, f64_i32, 4)
@@ -207,5 +236,8 @@ def backprop_maxout_dx(object dY, object which, object W):
             for blk in prange(n_row_blocks, schedule="static"):
                 _dx(f32, i32, pdY, pw, pW, pdX, blk * _ROWS, min((blk + 1) * _ROWS, nB), nO, nP, nI)
         else:
-            _dx(f32, i32, pdY, pw, pW, pdX, 0, nB, nO, nP, nI)
+            # The same row blocks as the threaded path (a row's bits never depend on it, but
+            # keeping one schedule makes that easy to see).
+            for blk in range(n_row_blocks):
+                _dx(f32, i32, pdY, pw, pW, pdX, blk * _ROWS, min((blk + 1) * _ROWS, nB), nO, nP, nI)
     return dX
