@@ -9,6 +9,7 @@ import numpy
 
 from ..types import ArrayXd, DeviceTypes, DTypes, Ints1d, Ints2d
 from . import _murmur, _threads
+from ._numpy_act import ActKernels
 from ._numpy_gather import GatherKernels
 from ._numpy_lstm import LstmKernels
 from ._numpy_norm import NormKernels
@@ -18,7 +19,7 @@ from .ops import Ops
 
 # The compiled fast paths come from mixins, one per kernel family, so each family's
 # wrappers sit next to nothing else; each falls back to Ops outside its fast path.
-class NumpyOps(SeqKernels, GatherKernels, LstmKernels, NormKernels, Ops):
+class NumpyOps(ActKernels, SeqKernels, GatherKernels, LstmKernels, NormKernels, Ops):
     """Ops on the CPU with numpy arrays."""
 
     name = "numpy"
@@ -81,7 +82,9 @@ class NumpyOps(SeqKernels, GatherKernels, LstmKernels, NormKernels, Ops):
         ):
             ends = numpy.cumsum(lengths)
             if int(ends[-1]) == X.shape[0] and int(lengths.min()) >= 0:
-                return numpy.split(X, ends[:-1])
+                # Plain slices: numpy.split costs ~4 us per piece in swapaxes calls.
+                bounds = [0, *ends.tolist()]
+                return [X[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]
         return super().unflatten(X, lengths, pad)
 
     def hash(self, ids: Ints1d, seed: int) -> Ints2d:
