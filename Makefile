@@ -16,7 +16,7 @@ $(PY):
 TORCH_WHEELS ?= /opt/wheels
 
 $(STAMP): $(PY) $(SOURCES)
-	$(PY) -m pip install --quiet -e '.[test,peers]'
+	$(PY) -m pip install --quiet -e '.[test,peers,plot]'
 	@if ls $(TORCH_WHEELS)/torch-2.13.0+cpu-*.whl >/dev/null 2>&1; then \
 		$(PY) -m pip install --quiet --find-links $(TORCH_WHEELS) 'torch==2.13.0'; \
 	else echo "plait: no local CPU torch wheel in $(TORCH_WHEELS); torch interop tests will skip"; fi
@@ -30,8 +30,12 @@ test: $(STAMP)
 gpu-test: $(STAMP)
 	$(PY) -m pytest -q -m gpu tests
 
+# The main job (README, "The command line"): train the MNIST MLP of examples/mnist_mlp.cfg on
+# the digits bundled with plait, report its test accuracy, then predict with the saved model.
 demo: $(STAMP)
-	$(PY) -m plait
+	$(PY) -m plait train examples/mnist_mlp.cfg --output training/mnist
+	$(PY) -m plait evaluate training/mnist --split test
+	$(PY) -m plait predict training/mnist plait/datasets/data/mnist_subset.npz --limit 10
 
 # Side-by-side benchmarks against thinc 9.1 / thinc 8.3 / torch (bench/README.md). Peers
 # without a venv are skipped: `bash bench/setup_peers.sh` creates them. Options for every
@@ -44,6 +48,6 @@ bench: $(STAMP)
 	$(PY) bench/ops_micro.py $(BENCH_ARGS)
 
 clean:
-	rm -rf build $(VENV) *.egg-info
+	rm -rf build $(VENV) *.egg-info training
 	find plait -name '*.so' -delete
 	find plait -name '*.c' -path '*_kernels_cpu*' -delete

@@ -1,5 +1,5 @@
-"""`python -m plait`: the demo entry point (the command line comes in a later issue)."""
-from .demo import main
+"""`python -m plait`: the `plait` command line (train, evaluate, predict, plot; demo-ops for the raw-Ops demo)."""
+from .cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,0 +1,636 @@
+"""`plait train`: the training loop, its progress output, evaluation, saving and resuming."""
+from __future__ import annotations
+
+import json
+import math
+import signal
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy
+
+from ..about import __version__
+from . import _modeldir as md
+from ._common import EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, CLIError, ConfigError, echo, good, info, use_device, warn
+from ._config import Resolved, load_config, parse_overrides, resolve
+from ._evaluate import accuracy, eval_batch_size, predict_ids, take
+
+# How many training examples a new model is initialized on (shape inference only).
+_INIT_SAMPLE = 64
+# How many of them are saved with the model, to rebuild it later.
+_SAVED_SAMPLE = 4
+
+
+@dataclass
+class TrainState:
+    """Counters of a run; saved in model-last/training/state.json and restored by --resume."""
+
+    step: int = 0
+    epoch: int = 0
+    # Examples of the current epoch already trained on, and the data RNG state that drew its order.
+    epoch_offset: int = 0
+    epoch_rng: Optional[Dict[str, Any]] = None
+    best_score: float = -math.inf
+    best_step: int = -1
+    evals_since_best: int = 0
+    last_eval_step: int = -1
+    words_seen: int = 0
+    seconds: float = 0.0
+
+    def to_json(self) -> Dict[str, Any]:
+        data = dict(self.__dict__)
+        data["best_score"] = None if self.best_score == -math.inf else self.best_score
+        return data
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "TrainState":
+        data = dict(data)
+        if data.get("best_score") is None:
+            data["best_score"] = -math.inf
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+class _Stop:
+    """SIGINT/SIGTERM handler: the first signal asks the loop to stop after the current step."""
+
+    def __init__(self) -> None:
+        self.signum: Optional[int] = None
+        self._previous: Dict[int, Any] = {}
+
+    def __enter__(self) -> "_Stop":
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._previous[signum] = signal.signal(signum, self._handle)
+            except ValueError:  # not the main thread: leave signals alone
+                pass
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum is not None:
+            # A second Ctrl-C means "now": every save is atomic, so nothing breaks.
+            raise KeyboardInterrupt
+        self.signum = signum
+
+
+def train_command(
+    config_path: Optional[Path],
+    overrides: Sequence[str],
+    output: Optional[Path],
+    resume: Optional[Path],
+    gpu: int,
+    progress: Optional[bool],
+) -> int:
+    """Check the config, then train, evaluate and save; returns the exit status."""
+    return prepare(config_path, overrides, output, resume, gpu, progress).run()
+
+
+def prepare(
+    config_path: Optional[Path],
+    overrides: Sequence[str] = (),
+    output: Optional[Path] = None,
+    resume: Optional[Path] = None,
+    gpu: int = -1,
+    progress: Optional[bool] = None,
+) -> "_Trainer":
+    """Everything before the first step: check and resolve the config, build, restore, create DIR."""
+    parsed = parse_overrides(overrides)
+    resume_dir: Optional[Path] = None
+    if resume is not None:
+        resume_dir = _resume_dir(Path(resume))
+        if config_path is None:
+            config_path = resume_dir / md.CONFIG_FILE
+    if config_path is None:
+        raise CLIError("plait train needs a CONFIG file (or --resume DIR to continue a run with its saved config).")
+    if output is None:
+        output = resume_dir.parent if resume_dir is not None else Path("training")
+    output = Path(output)
+    if output.exists() and not output.is_dir():
+        raise CLIError(f"--output {str(output)!r} exists and is not a directory.")
+
+    config = load_config(Path(config_path), parsed)
+    use_device(gpu)
+    # Seeded before anything is built (load_config checked that the seed is an int).
+    _seed(int(config["training"].get("seed", 0)), gpu)
+    resolved = resolve(config, str(config_path))
+    dataset = resolved.dataset
+    settings = resolved.training
+    model = resolved.model
+    if len(dataset.dev) == 0:
+        raise ConfigError(
+            f"Invalid config {str(config_path)!r}",
+            ["[data]: the dev split is empty, and training scores every evaluation on it"],
+        )
+    sample_idx = numpy.arange(min(_INIT_SAMPLE, len(dataset.train)))
+    X_init = take(dataset.train.X, sample_idx)
+    Y_init = take(dataset.train.Y, sample_idx)
+    try:
+        md.initialize_model(model, _on_device(model, X_init), Y_init, dataset.task, len(dataset.labels))
+        _check_output_shape(model, _on_device(model, X_init[:2]), dataset, str(config_path))
+    except ConfigError:
+        raise
+    except Exception as err:
+        raise ConfigError(
+            f"Invalid config {str(config_path)!r}",
+            [
+                f"[model]: cannot be initialized on the data of [data] ({dataset.task!r} task, "
+                f"{len(dataset.labels)} labels): {type(err).__name__}: {' '.join(str(err).split())}"
+            ],
+        ) from err
+    if settings.dropout is not None:
+        from ..model import set_dropout_rate
+
+        set_dropout_rate(model, settings.dropout)
+
+    state = TrainState()
+    data_rng = numpy.random.default_rng(settings.seed)
+    if resume_dir is not None:
+        state = _restore(resume_dir, resolved, data_rng)
+    # Everything is checked: only now is anything written.
+    output.mkdir(parents=True, exist_ok=True)
+    md.clean_stale(output)
+    records: List[Dict[str, Any]] = []
+    same_dir = resume_dir is not None and resume_dir.parent.resolve() == output.resolve()
+    if resume_dir is not None:
+        # The records up to the resumed state; a killed run may have written one more.
+        records = [r for r in md.read_metrics(resume_dir.parent) if int(r.get("step", 0)) <= state.step]
+    if not same_dir:
+        if (output / md.LAST).exists() or (output / md.BEST).exists():
+            info(f"{output} holds an earlier run: it is replaced (use --resume {output} to continue it instead)")
+        for name in (md.BEST, md.LAST):
+            md.remove_dir(output / name)
+        if resume_dir is not None and (resume_dir.parent / md.BEST / md.META_FILE).is_file():
+            # The best model so far comes along, so that model-best always matches the best score.
+            md.copy_dir(resume_dir.parent / md.BEST, output / md.BEST)
+    md.write_metrics(output, records)
+    return _Trainer(resolved, state, data_rng, output, progress, resumed=resume_dir is not None, records=records)
+
+
+def _resume_dir(resume: Path) -> Path:
+    """DIR/model-last (or DIR itself when it is a model-last) holding a training state."""
+    for candidate in (resume / md.LAST, resume):
+        if (candidate / md.STATE_FILE).is_file():
+            return candidate
+    try:
+        found = md.find_model_dir(resume, prefer=md.LAST)
+    except CLIError:
+        found = None
+    if found is not None and (found / md.STATE_FILE).is_file():
+        return found
+    raise CLIError(
+        f"Cannot resume from {str(resume)!r}: no {md.LAST}/{md.STATE_FILE} there. Pass the --output "
+        "folder of an earlier `plait train` run (model-best holds no training state)."
+    )
+
+
+def _seed(seed: int, gpu: int) -> None:
+    import random
+
+    # Not plait.util.fix_random_seed: it imports torch where installed (seconds), to seed a
+    # library that the CPU path never uses.
+    random.seed(seed)
+    numpy.random.seed(seed % 2**32)
+    if gpu is not None and gpu >= 0:
+        from ..util import fix_random_seed
+
+        fix_random_seed(seed)
+
+
+def _check_output_shape(model: Any, X: Any, dataset: Any, where: str) -> None:
+    n_labels = len(dataset.labels)
+    Y = model.predict(X)
+    if dataset.task == "tag":
+        widths = {tuple(getattr(y, "shape", ())) [-1:] for y in Y} if isinstance(Y, list) else None
+        ok = isinstance(Y, list) and widths == {(n_labels,)}
+        shape = [tuple(getattr(y, "shape", ())) for y in Y] if isinstance(Y, list) else getattr(Y, "shape", type(Y).__name__)
+        want = f"a list of (n_tokens, {n_labels}) arrays, one per sentence"
+    else:
+        ok = getattr(Y, "ndim", 0) == 2 and Y.shape[1] == n_labels
+        shape = getattr(Y, "shape", type(Y).__name__)
+        want = f"(n, {n_labels}) scores"
+    if not ok:
+        raise ConfigError(
+            f"Invalid config {where!r}",
+            [
+                f"[model]: outputs {shape} for {len(X)} inputs, but the {dataset.task!r} task of [data] needs "
+                f"{want} ({n_labels} labels). End the model with a Softmax whose nO is {n_labels} or unset."
+            ],
+        )
+
+
+def _restore(resume_dir: Path, resolved: Resolved, data_rng: numpy.random.Generator) -> TrainState:
+    model, optimizer = resolved.model, resolved.optimizer
+    meta = md.read_json(resume_dir / md.META_FILE)
+    if list(meta.get("labels", [])) != list(resolved.dataset.labels):
+        raise CLIError(
+            f"Cannot resume from {str(resume_dir)!r}: it was trained on labels {meta.get('labels')}, "
+            f"the data now has {list(resolved.dataset.labels)}."
+        )
+    weights = resume_dir / md.RAW_WEIGHTS_FILE
+    if not weights.is_file():
+        weights = resume_dir / md.MODEL_FILE
+    try:
+        model.from_bytes(weights.read_bytes())
+    except (OSError, ValueError) as err:
+        raise CLIError(
+            f"Cannot resume from {str(resume_dir)!r}: its weights do not fit the model of the config "
+            f"({err}). Resume with the config the run was started with."
+        ) from err
+    saved = md.read_json(resume_dir / md.STATE_FILE)
+    md.restore_optimizer_state(
+        optimizer, model, (resume_dir / md.OPTIMIZER_FILE).read_bytes(), saved["optimizer"]
+    )
+    md.set_rng_states(saved["rng"], data_rng)
+    return TrainState.from_json(saved["state"])
+
+
+class _Trainer:
+    """One training run: the loop, evaluation, saving and the console output."""
+
+    def __init__(
+        self, resolved: Resolved, state: TrainState, data_rng: numpy.random.Generator, output: Path,
+        progress: Optional[bool], *, resumed: bool = False, records: Optional[List[Dict[str, Any]]] = None,
+    ) -> None:
+        from ..loss import CategoricalCrossentropy, SequenceCategoricalCrossentropy
+
+        self.r = resolved
+        self.model = resolved.model
+        self.optimizer = resolved.optimizer
+        self.dataset = resolved.dataset
+        self.settings = resolved.training
+        self.task = self.dataset.task
+        self.state = state
+        self.resumed = resumed
+        self.records = list(records or [])
+        self.data_rng = data_rng
+        self.output = output
+        # tqdm's disable=None switches the bar off where stderr is not a terminal (logs, tests).
+        self.progress_disable = None if progress is None else (not progress)
+        self.loss = SequenceCategoricalCrossentropy() if self.task == "tag" else CategoricalCrossentropy()
+        self.images = getattr(self.dataset, "unit", "") == "images"
+        self.speed_unit = "ex/s" if self.images else "words/s"
+        self.eval_batch = eval_batch_size(getattr(self.dataset, "unit", ""))
+        self._interval_loss = 0.0
+        self._interval_n = 0
+        self._interval_words = 0
+        self._interval_seconds = 0.0
+        self._sample = self._make_sample()
+        self._order: Optional[numpy.ndarray] = None
+
+    # -------------------------------------------------------------------------------- loop
+
+    def run(self) -> int:
+        """Train until a limit, patience or a signal stops it; returns the exit status."""
+        s, st = self.settings, self.state
+        self._print_header(self.resumed)
+        stop_reason = "done"
+        with _Stop() as stop:
+            bar = self._new_bar()
+            try:
+                while not self._limits_reached():
+                    batch_idx = self._next_batch()
+                    if batch_idx is None:
+                        continue  # an epoch ended
+                    t0 = time.perf_counter()
+                    self._train_step(batch_idx)
+                    self._interval_seconds += time.perf_counter() - t0
+                    if bar is not None:
+                        bar.update(1)
+                        if st.step % 10 == 0 and self._interval_n and self._interval_seconds:
+                            speed = self._interval_words / self._interval_seconds
+                            bar.set_description(f"Epoch {st.epoch}", refresh=False)
+                            bar.set_postfix_str(
+                                f"loss={self._interval_loss / self._interval_n:.4f}, {speed:,.0f} {self.speed_unit}",
+                                refresh=False,
+                            )
+                    if st.step % s.eval_frequency == 0:
+                        bar = self._close_bar(bar)
+                        self._evaluate_and_save()
+                        if s.patience and st.evals_since_best >= s.patience:
+                            stop_reason = f"no better dev score in {s.patience} evaluations (patience)"
+                            break
+                        bar = self._new_bar()
+                    if stop.signum is not None:
+                        break
+            finally:
+                bar = self._close_bar(bar)
+            # Inside the handler: a signal now only asks for the stop already under way.
+            if st.last_eval_step != st.step:
+                self._evaluate_and_save()
+        if stop.signum is not None:
+            name = "Ctrl-C" if stop.signum == signal.SIGINT else signal.Signals(stop.signum).name
+            warn(f"Stopped by {name} at step {st.step}: model-last saved to {self.output / md.LAST}")
+            echo(f"  continue with: plait train --resume {self.output}", err=True)
+            return EXIT_SIGINT if stop.signum == signal.SIGINT else EXIT_SIGTERM
+        self._print_footer(stop_reason)
+        return EXIT_OK
+
+    def _limits_reached(self) -> bool:
+        s, st = self.settings, self.state
+        return bool((s.max_steps and st.step >= s.max_steps) or (s.max_epochs and st.epoch >= s.max_epochs))
+
+    def _next_batch(self) -> Optional[numpy.ndarray]:
+        """The indices of the next batch, or None when the epoch ends (counters moved on)."""
+        st = self.state
+        n = len(self.dataset.train)
+        if st.epoch_offset == 0 and st.epoch_rng is None:
+            st.epoch_rng = self.data_rng.bit_generator.state
+            self._order = self.data_rng.permutation(n)
+        elif self._order is None:
+            # Resumed mid-epoch: draw the epoch's order again from the state that drew it.
+            self.data_rng.bit_generator.state = st.epoch_rng
+            self._order = self.data_rng.permutation(n)
+        if st.epoch_offset >= n:
+            st.epoch += 1
+            st.epoch_offset = 0
+            st.epoch_rng = None
+            self._order = None
+            return None
+        size = self._batch_size()
+        idx = self._order[st.epoch_offset : st.epoch_offset + size]
+        st.epoch_offset += len(idx)
+        return idx
+
+    def _batch_size(self) -> int:
+        schedule = self.settings.batch_size
+        if isinstance(schedule, int):
+            return schedule
+        if callable(schedule):
+            value = schedule(self.state.step)
+        else:
+            # A plain iterator schedule: replay it to the current step once (after a resume).
+            if not hasattr(self, "_schedule_pos"):
+                self._schedule_pos = 0
+            while self._schedule_pos < self.state.step:
+                next(schedule)
+                self._schedule_pos += 1
+            value = next(schedule)
+            self._schedule_pos += 1
+        size = int(value)
+        if size < 1:
+            raise CLIError(f"[training] batch_size: the schedule gave {value!r} at step {self.state.step}; it must be >= 1")
+        return size
+
+    def _train_step(self, idx: numpy.ndarray) -> None:
+        X = take(self.dataset.train.X, idx)
+        Y = take(self.dataset.train.Y, idx)
+        guesses, backprop = self.model.begin_update(_on_device(self.model, X))
+        truths = self._truths(Y)
+        backprop(self.loss.get_grad(guesses, truths))
+        self.model.finish_update(self.optimizer)
+        self.optimizer.step_schedules()
+        self.state.step += 1
+        loss_sum, n = self._cross_entropy(guesses, truths)
+        self._interval_loss += loss_sum
+        self._interval_n += n
+        words = len(idx) if self.images else sum(len(x) for x in X)
+        self._interval_words += words
+        self.state.words_seen += words
+
+    def _truths(self, Y: Any) -> Any:
+        if self.task == "tag":
+            return [numpy.asarray(y, dtype="int64") for y in Y]
+        return numpy.asarray(Y, dtype="int64")
+
+    def _cross_entropy(self, guesses: Any, truths: Any) -> tuple:
+        """(sum of -log p(gold), count) over the examples (tokens for tagging)."""
+        from ..util import to_numpy
+
+        if self.task == "tag":
+            total, n = 0.0, 0
+            for g, t in zip(guesses, truths):
+                p = to_numpy(g)[numpy.arange(len(t)), t]
+                total += float(-numpy.log(numpy.maximum(p, 1e-12)).sum())
+                n += len(t)
+            return total, n
+        p = to_numpy(guesses)[numpy.arange(len(truths)), truths]
+        return float(-numpy.log(numpy.maximum(p, 1e-12)).sum()), len(truths)
+
+    # -------------------------------------------------------------------------------- evaluation
+
+    def _predict_params(self) -> Any:
+        averages = getattr(self.optimizer, "averages", None)
+        if averages:
+            return self.model.use_params(averages)
+        return nullcontext()
+
+    def _evaluate_and_save(self) -> None:
+        st = self.state
+        dev = self.dataset.dev
+        t0 = time.perf_counter()
+        with self._predict_params():
+            if len(dev):
+                guesses = predict_ids(self.model, dev.X, self.task, self.eval_batch)
+                score = accuracy(guesses, dev.Y, self.task)
+            else:
+                score = float("nan")
+            weights = self.model.to_bytes()
+        eval_seconds = time.perf_counter() - t0
+        st.seconds += self._interval_seconds
+        loss = self._interval_loss / self._interval_n if self._interval_n else float("nan")
+        speed = self._interval_words / self._interval_seconds if self._interval_seconds else 0.0
+        improved = not math.isnan(score) and score > st.best_score
+        if improved:
+            st.best_score, st.best_step, st.evals_since_best = score, st.step, 0
+        else:
+            st.evals_since_best += 1
+        if not math.isnan(score):
+            # Schedules such as plateau.v1 react to the evaluation score.
+            self.optimizer.last_score = score
+        st.last_eval_step = st.step
+        record = {
+            "step": st.step,
+            "epoch": st.epoch,
+            "loss": loss,
+            "score": None if math.isnan(score) else score,
+            "wps": speed,
+            "speed_unit": self.speed_unit,
+            "seconds": round(st.seconds, 3),
+            "eval_seconds": round(eval_seconds, 3),
+            "best": improved,
+        }
+        self._print_row(record)
+        self.records.append(record)
+        md.write_metrics(self.output, self.records)
+        scores = {"dev_accuracy": record["score"], "loss": loss}
+        if improved:
+            md.write_dir_atomically(self.output / md.BEST, self._model_files(weights, scores, training=False))
+        md.write_dir_atomically(self.output / md.LAST, self._model_files(weights, scores, training=True))
+        self._interval_loss, self._interval_n = 0.0, 0
+        self._interval_words, self._interval_seconds = 0, 0.0
+
+    # -------------------------------------------------------------------------------- saving
+
+    def _make_sample(self) -> bytes:
+        import srsly
+
+        idx = numpy.arange(min(_SAVED_SAMPLE, len(self.dataset.train)))
+        X = take(self.dataset.train.X, idx)
+        Y = take(self.dataset.train.Y, idx)
+        from ..util import to_numpy
+
+        if isinstance(X, list):
+            X = [to_numpy(x) if hasattr(x, "shape") else list(x) for x in X]
+        else:
+            X = to_numpy(X)
+        Y = [numpy.asarray(y).tolist() for y in Y] if self.task == "tag" else numpy.asarray(Y).tolist()
+        return srsly.msgpack_dumps({"X": X, "Y": Y})
+
+    def _meta(self, scores: Dict[str, Any]) -> Dict[str, Any]:
+        st, ds = self.state, self.dataset
+        return {
+            "plait_version": __version__,
+            "dataset": getattr(ds, "name", None),
+            "source": getattr(ds, "source", None),
+            "task": ds.task,
+            "unit": getattr(ds, "unit", None),
+            "labels": list(ds.labels),
+            "step": st.step,
+            "epoch": st.epoch,
+            "scores": scores,
+            "best_score": None if st.best_score == -math.inf else st.best_score,
+            "best_step": st.best_step,
+            "n_train": len(ds.train),
+            "n_dev": len(ds.dev),
+            "seconds": round(st.seconds, 3),
+        }
+
+    def _model_files(self, weights: bytes, scores: Dict[str, Any], *, training: bool) -> Dict[str, bytes]:
+        files = {
+            md.MODEL_FILE: weights,
+            md.CONFIG_FILE: self.r.config.to_str().encode("utf8"),
+            md.META_FILE: (json.dumps(self._meta(scores), indent=2) + "\n").encode("utf8"),
+            md.SAMPLE_FILE: self._sample,
+        }
+        if training:
+            if getattr(self.optimizer, "averages", None):
+                files[md.RAW_WEIGHTS_FILE] = self.model.to_bytes()
+            npz, counters = md.optimizer_state(self.optimizer, self.model)
+            files[md.OPTIMIZER_FILE] = npz
+            state = {
+                "state": self.state.to_json(),
+                "optimizer": counters,
+                "rng": md.rng_states(self.data_rng),
+            }
+            files[md.STATE_FILE] = json.dumps(state).encode("utf8")
+        return files
+
+    # -------------------------------------------------------------------------------- output
+
+    def _columns(self) -> List[str]:
+        score = "DEV TOK ACC" if self.task == "tag" else "DEV ACC"
+        return ["E", "#", "LOSS", score, self.speed_unit.upper(), "TIME"]
+
+    def _print_header(self, resumed: bool) -> None:
+        ds, s, st = self.dataset, self.settings, self.state
+        unit = getattr(ds, "unit", "examples")
+        n_params = sum(
+            int(node.get_param(name).size) for node in self.model.walk() for name in node.param_names
+            if node.has_param(name)
+        )
+        info(
+            f"Data: {getattr(ds, 'name', '?')} ({ds.task}, {len(ds.labels)} labels) from {getattr(ds, 'source', '?')}: "
+            f"{len(ds.train)} train / {len(ds.dev)} dev / {len(ds.test)} test {unit}"
+        )
+        info(f"Model: {self.model.name}, {n_params:,} parameters; ops: {type(self.model.ops).__name__}")
+        limits = []
+        if s.max_epochs:
+            limits.append(f"{s.max_epochs} epochs")
+        if s.max_steps:
+            limits.append(f"{s.max_steps} steps")
+        batch = s.batch_size if isinstance(s.batch_size, int) else "scheduled"
+        info(
+            f"Training: up to {' or '.join(limits)}, batch size {batch}, evaluation every {s.eval_frequency} steps"
+            + (f", patience {s.patience}" if s.patience else "")
+            + (f", dropout {s.dropout}" if s.dropout is not None else "")
+            + f"; output in {self.output}"
+        )
+        if resumed:
+            info(f"Resuming at step {st.step} (epoch {st.epoch}), best dev score so far {self._fmt(st.best_score)}")
+        self._widths = [3, 7, 8, 11, 9, 7]
+        echo("")
+        echo(self._fmt_row(self._columns()))
+        echo(self._fmt_row(["-" * w for w in self._widths]))
+
+    def _fmt_row(self, cells: Sequence[Any]) -> str:
+        out = []
+        for i, (cell, width) in enumerate(zip(cells, self._widths)):
+            text = str(cell)
+            out.append(text.ljust(width) if i == 0 else text.rjust(width))
+        return "  ".join(out)
+
+    @staticmethod
+    def _fmt(score: float) -> str:
+        return "-" if score is None or score == -math.inf or math.isnan(score) else f"{score:.4f}"
+
+    def _print_row(self, record: Dict[str, Any]) -> None:
+        score = self._fmt(record["score"] if record["score"] is not None else float("nan"))
+        if record["best"]:
+            score = "*" + score
+        cells = [
+            record["epoch"],
+            record["step"],
+            "-" if math.isnan(record["loss"]) else f"{record['loss']:.4f}",
+            score,
+            f"{record['wps']:,.0f}",
+            _fmt_seconds(record["seconds"]),
+        ]
+        echo(self._fmt_row(cells))
+
+    def _print_footer(self, reason: str) -> None:
+        st = self.state
+        echo("")
+        if reason != "done":
+            info(f"Stopped early: {reason}")
+        what = "token accuracy" if self.task == "tag" else "accuracy"
+        good(
+            f"Best dev {what} {self._fmt(st.best_score)} at step {st.best_step}: saved to {self.output / md.BEST}"
+        )
+        good(f"Last model (step {st.step}, epoch {st.epoch}) saved to {self.output / md.LAST}")
+        info(f"Metrics: {self.output / md.METRICS_FILE}; training took {_fmt_seconds(st.seconds)} (without evaluation)")
+
+    def _new_bar(self) -> Any:
+        from tqdm import tqdm
+
+        st = self.state
+        total = self.settings.eval_frequency - (st.step % self.settings.eval_frequency)
+        if self.settings.max_steps:
+            total = min(total, max(0, self.settings.max_steps - st.step))
+        if total == 0:
+            return None
+        return tqdm(
+            total=total, desc=f"Epoch {st.epoch}", leave=False, disable=self.progress_disable,
+            unit="step", file=sys.stderr, dynamic_ncols=True,
+        )
+
+    @staticmethod
+    def _close_bar(bar: Any) -> None:
+        if bar is not None:
+            bar.close()
+        return None
+
+
+def _on_device(model: Any, X: Any) -> Any:
+    """An array batch moved to the model's device (a no-op on the CPU); lists stay as they are."""
+    if isinstance(X, numpy.ndarray) and model.ops.xp is not numpy:
+        return model.ops.asarray(X)
+    return X
+
+
+def _fmt_seconds(seconds: float) -> str:
+    seconds = float(seconds)
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, sec = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes}m{sec:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
