@@ -120,15 +120,6 @@ class LstmKernels:
         sizes = numpy.asarray(_lstm._sizes_to_list(fn, "lengths", lengths, N), dtype=numpy.int64)
         return _compiled.lstm_backward(dY, params, H0c, C0c, X, Y4, G4, C4, sizes, _starts(sizes))
 
-    def sigmoid(self, X: FloatsXdT, *, inplace: bool = False) -> FloatsXdT:
-        # float64 stays on numpy: the kernels have no vectorised float64 exp, and numpy's SIMD
-        # one is faster than a libm loop.
-        if _compiled is None or not _is_fast(X, _FLOAT32) or (inplace and not X.flags.writeable):
-            return super().sigmoid(X, inplace=inplace)  # type: ignore[misc]
-        out, flat = _flat_out(X, inplace)
-        _compiled.sigmoid_f32(X.reshape(-1), flat)
-        return out
-
     def dsigmoid(self, Y: FloatsXdT, *, inplace: bool = False) -> FloatsXdT:
         if _compiled is None or type(Y) is not numpy.ndarray or Y.dtype not in _FAST_DTYPES \
                 or not _is_fast(Y, Y.dtype) or (inplace and not Y.flags.writeable) \
@@ -136,17 +127,6 @@ class LstmKernels:
             return super().dsigmoid(Y, inplace=inplace)  # type: ignore[misc]
         out, flat = _flat_out(Y, inplace)
         _compiled.dsigmoid(Y.reshape(-1), flat)
-        return out
-
-    def backprop_sigmoid(self, dY: FloatsXdT, Y: FloatsXdT, *, inplace: bool = False) -> FloatsXdT:
-        if (
-            _compiled is None or type(Y) is not numpy.ndarray or Y.dtype not in _FAST_DTYPES
-            or not (_is_fast(Y, Y.dtype) and _is_fast(dY, Y.dtype)) or dY.shape != Y.shape
-            or (inplace and not dY.flags.writeable)
-        ):
-            return super().backprop_sigmoid(dY, Y, inplace=inplace)  # type: ignore[misc]
-        out, flat = _flat_out(dY, inplace)
-        _compiled.backprop_sigmoid(dY.reshape(-1), Y.reshape(-1), flat)
         return out
 
     def dtanh(self, Y: FloatsT, *, inplace: bool = False) -> FloatsT:

@@ -309,34 +309,6 @@ cdef extern from *:
     static int plait_gemm_isa(int force) { (void)force; return 0; }
     #endif
 
-    /* Ops.sigmoid on float32: X clipped to [-20, 20], then 1 / (1 + exp(-X)); Y may be X. */
-    PLAIT_CLONES static void plait_sigmoid_f(float* Y, const float* X, int64_t n) {
-        const plait_vf lo = plait_vsplat(-20.0f), hi = plait_vsplat(20.0f), one = plait_vsplat(1.0f);
-        int64_t j = 0;
-        int rest;
-        float buf[PLAIT_VW];
-        plait_vf x;
-        for (;; j += PLAIT_VW) {
-            rest = (n - j) < PLAIT_VW ? (int)(n - j) : PLAIT_VW;
-            if (rest <= 0) break;
-            if (rest == PLAIT_VW) {
-                x = plait_vload(X + j);
-            } else {
-                memset(buf, 0, sizeof(buf));
-                memcpy(buf, X + j, rest * sizeof(float));
-                x = plait_vload(buf);
-            }
-            x = plait_vselect(x < lo, lo, x);
-            x = plait_vselect(x > hi, hi, x);
-            x = one / (one + plait_vexp(-x));
-            if (rest == PLAIT_VW) {
-                plait_vstore(Y + j, x);
-            } else {
-                plait_vstore(buf, x);
-                memcpy(Y + j, buf, rest * sizeof(float));
-            }
-        }
-    }
     #else
     /* Compilers without GCC/Clang vector extensions (MSVC): the same kernels, scalar, on libm. */
     #include <math.h>
@@ -369,13 +341,6 @@ cdef extern from *:
         }
         (void)tc;
     }
-    static void plait_sigmoid_f(float* Y, const float* X, int64_t n) {
-        int64_t j;
-        for (j = 0; j < n; j++) {
-            float x = X[j] < -20.0f ? -20.0f : (X[j] > 20.0f ? 20.0f : X[j]);
-            Y[j] = plait_sigmoid1(x);
-        }
-    }
     #define PLAIT_DEFINE_GEMM(NAME, T)                                                             \
     static void NAME(int ta, int M, int N, int K, const T* A, int lda, const T* B, int ldb,        \
                      T* C, int ldc, int acc) {                                                      \
@@ -395,7 +360,6 @@ cdef extern from *:
     static int plait_gemm_isa(int force) { (void)force; return 0; }
     #endif
     """
-    void plait_sigmoid_f(float* Y, const float* X, int64_t n) noexcept nogil
     int plait_gemm_isa(int force) noexcept nogil
     int plait_lstm_omp_threads() noexcept nogil
     void plait_gemm_f(int ta, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
@@ -697,12 +661,6 @@ cdef void _dsigmoid(const floating* Y, floating* out, int64_t n) noexcept nogil:
         out[j] = Y[j] * (<floating>1 - Y[j])
 
 
-cdef void _backprop_sigmoid(const floating* dY, const floating* Y, floating* out, int64_t n) noexcept nogil:
-    cdef int64_t j
-    for j in range(n):
-        out[j] = dY[j] * (Y[j] * (<floating>1 - Y[j]))
-
-
 cdef void _dtanh(const floating* Y, floating* out, int64_t n) noexcept nogil:
     cdef int64_t j
     for j in range(n):
@@ -814,25 +772,11 @@ def _gemm_isa(int force=0) -> int:
     return plait_gemm_isa(force)
 
 
-def sigmoid_f32(float[::1] X, float[::1] out):
-    """out = 1 / (1 + exp(-clip(X, -20, 20))) for float32; out may be X."""
-    with nogil:
-        if X.shape[0] > 0:
-            plait_sigmoid_f(&out[0], &X[0], X.shape[0])
-
-
 def dsigmoid(floating[::1] Y, floating[::1] out):
     """out = Y * (1 - Y); out may be Y."""
     with nogil:
         if Y.shape[0] > 0:
             _dsigmoid(&Y[0], &out[0], Y.shape[0])
-
-
-def backprop_sigmoid(floating[::1] dY, floating[::1] Y, floating[::1] out):
-    """out = dY * Y * (1 - Y); out may be dY."""
-    with nogil:
-        if Y.shape[0] > 0:
-            _backprop_sigmoid(&dY[0], &Y[0], &out[0], Y.shape[0])
 
 
 def dtanh(floating[::1] Y, floating[::1] out):
