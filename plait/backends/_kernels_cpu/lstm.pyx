@@ -8,8 +8,8 @@ on vectors), the gate activations and cell update fused in one pass per row (flo
 vectors, with a polynomial exp). A bidirectional layer runs its two directions on two
 OpenMP threads when there are two and the work pays for it; nothing is summed across
 threads, so results never depend on thread counts. Between the time steps no thread pool
-is woken (see plait_gemm for why not BLAS). Also here: Ops.sigmoid for float32 and the
-one-pass derivatives dsigmoid/backprop_sigmoid/dtanh.
+is woken (see plait_gemm for why not BLAS). Also here: the one-pass derivatives dsigmoid and
+dtanh (Ops.sigmoid and backprop_sigmoid live with the activations, act.pyx).
 """
 import numpy
 
