@@ -4,9 +4,11 @@
 Only the winning piece of each output has a gradient, so the (nB, nO * nP) matrix of piece
 gradients that the reference multiplies by W is nP - 1 parts zeros. The kernel does only the
 live multiply-adds: dX[n] = sum over o of dY[n, o] * W[o, which[n, o]], a gathered product with
-a block of dX columns kept in registers while o runs. (The same trick for dW, rows grouped by
-winning piece, measured slower than the BLAS's dense product on every shape tried: its loads
-cannot be reused the way a GEMM's are. dW stays dense.)
+a block of dX columns kept in registers while o runs. dW stays the BLAS's dense product: two
+sparse versions were measured and dropped. Rows grouped by winning piece, sums in registers,
+reload X per output and lost everywhere; sums of 8 outputs in L1 (one store per multiply-add)
+won at some shapes (3 x 192: 0.83 vs 1.13 ms) but lost at others (3 x 128) and swung 2x with
+where the arrays happened to lie in memory.
 
 Every value is summed by one thread in a fixed order, so the result does not depend on the
 thread count; it differs from the reference's BLAS product only by rounding (summation order,
