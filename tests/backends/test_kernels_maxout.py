@@ -1,7 +1,7 @@
 """NumpyOps' backprop_maxout_affine (Maxout's dX, dW, db) against the Ops reference.
 
-Its dX kernel skips the zero piece-gradients that the reference's dense product multiplies, so
-its sums run in another order: it must agree with the reference to rounding, and give the same
+Its kernels skip the zero piece-gradients that the reference's dense products multiply, so
+their sums run in another order: it must agree with the reference to rounding, and give the same
 bits with one thread and with two (the threshold for threads is lowered to 0 there).
 """
 import contextlib
@@ -101,7 +101,8 @@ def test_matches_the_layer_formula_it_replaces():
 )
 def test_other_layouts_take_the_reference_path(change):
     args = change(make(numpy.random.default_rng(3), 9, 4, 2, 5, "float32"))
-    assert maxout.backprop_maxout_dx(args[0], args[1], args[3]) is None
+    assert maxout.backprop_maxout_dx(args[0], args[1], args[3]) is None or maxout.backprop_maxout_dw(
+        args[0], args[1], args[2], args[3].shape[1]) is None
     want = Ops().backprop_maxout_affine(*args)
     got = NumpyOps().backprop_maxout_affine(*args)
     for g, w in zip(got, want):
@@ -128,3 +129,28 @@ def test_bad_input_fails_like_the_reference(change, match):
         NumpyOps().backprop_maxout_affine(*args)
     for a, b in zip(args, before):
         numpy.testing.assert_array_equal(a, b)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    nB=st.integers(0, 300),
+    nO=st.integers(1, 20),
+    nP=st.integers(1, 5),
+    nI=st.sampled_from([1, 7, 8, 9, 33, 130]),
+    dtype=st.sampled_from(["float32", "float64"]),
+    itype=st.sampled_from(["int32", "int64"]),
+    seed=st.integers(0, 2**16),
+)
+def test_sparse_dw_kernel_equals_the_dense_product(nB, nO, nP, nI, dtype, itype, seed):
+    # Called directly: NumpyOps only picks it from 3 pieces up, where it is faster. Up to 300
+    # rows, so that several row chunks (128) are summed in turn.
+    dY, which, X, W = make(numpy.random.default_rng(seed), nB, nO, nP, nI, dtype, itype)
+    _, dW_ref, db_ref = Ops().backprop_maxout_affine(dY, which, X, W)
+    results = []
+    for n in (1, 2):
+        with n_threads(n):
+            dW, db = maxout.backprop_maxout_dw(dY, which, X, nP)
+        numpy.testing.assert_allclose(dW, dW_ref, **TOL[dtype])
+        numpy.testing.assert_allclose(db, db_ref, **TOL[dtype])
+        results.append((dW.tobytes(), db.tobytes()))
+    assert results[0] == results[1]

@@ -1,20 +1,24 @@
 # cython: language_level=3
-"""CPU kernel for the dX of Ops.backprop_maxout_affine (Maxout's input gradient).
+"""CPU kernels for Ops.backprop_maxout_affine: Maxout's dX, dW and db.
 
 Only the winning piece of each output has a gradient, so the (nB, nO * nP) matrix of piece
-gradients that the reference multiplies by W is nP - 1 parts zeros. The kernel does only the
-live multiply-adds: dX[n] = sum over o of dY[n, o] * W[o, which[n, o]], a gathered product with
-a block of dX columns kept in registers while o runs. dW stays the BLAS's dense product: two
-sparse versions were measured and dropped. Rows grouped by winning piece, sums in registers,
-reload X per output and lost everywhere; sums of 8 outputs in L1 (one store per multiply-add)
-won at some shapes (3 x 192: 0.83 vs 1.13 ms) but lost at others (3 x 128) and swung 2x with
-where the arrays happened to lie in memory.
+gradients that the reference multiplies by W and by X is nP - 1 parts zeros. The kernels do only
+the live multiply-adds:
 
-Every value is summed by one thread in a fixed order, so the result does not depend on the
-thread count; it differs from the reference's BLAS product only by rounding (summation order,
-fused multiply-adds where the CPU has them).
+* dX[n] = sum over o of dY[n, o] * W[o, which[n, o]]: a gathered product, 3 rows x 4 vectors of
+  columns in registers while o runs, over W's columns packed block by block.
+* dW[o, which[n, o]] += dY[n, o] * X[n] (and db likewise): 8 outputs at a time, their rows of
+  sums in L1 while each row of X (copied chunk by chunk into a buffer of ours) is read once per
+  group. Bound by one store per multiply-add, it beats the BLAS's dense product from 3 pieces
+  on (NumpyOps uses it there). A version that kept the sums in registers, rows grouped by piece,
+  reloaded X per output and lost everywhere; one that read X and wrote dW in place swung 2x with
+  where the arrays happened to lie in memory.
 
-The entry point returns None, for the reference to handle, unless the arrays are C-contiguous,
+Every value is summed by one thread in a fixed order (dX over o, dW and db over the rows), so
+the results do not depend on the thread count; they differ from the reference's BLAS products
+only by rounding (summation order, fused multiply-adds where the CPU has them).
+
+The entry points return None, for the reference to handle, unless the arrays are C-contiguous,
 of one float dtype (float32 or float64), int32/int64 `which`, consistent shapes and every
 `which` in 0..nP-1.
 """
@@ -133,6 +137,73 @@ cdef extern from *:
         }                                                                                        \\
     }
 
+    /* dW[o, p] = sum of dY[n, o] * X[n] and db[o, p] = sum of dY[n, o] over the rows n with
+       which[n, o] = p, in row order, for outputs o0..o1-1.
+
+       Rows go PLAIT_MX_CHUNK at a time, copied first into `xbuf` (row stride ldx); outputs go 8
+       at a time within a chunk, their 8 * nP rows of sums in `acc` (row stride lda, all the
+       outputs' rows: (o1 - o0) * nP * lda values). Each X vector loaded then feeds 8 fused
+       multiply-adds into rows that stay in L1, where the dense product does nP times the work.
+       Both buffers are ours, with strides padded off powers of two and `acc` placed half a
+       page after `xbuf`, so the stores into `acc` and the loads from `xbuf` do not collide
+       4 KiB apart (reading X and writing dW in place ran up to twice as slow for some array
+       placements). */
+    #define PLAIT_MX_OB 8
+    #define PLAIT_MX_CHUNK 128
+    #define PLAIT_DEFINE_MX_DW(T, VT, I, SUF, L)                                                 \\
+    static PLAIT_MX_CLONES void plait_mx_dw_##SUF(                                               \\
+            const T *dY, const I *which, const T *X, T *dW, T *db, Py_ssize_t o0, Py_ssize_t o1, \\
+            Py_ssize_t nB, Py_ssize_t nO, Py_ssize_t nP, Py_ssize_t nI, T *xbuf, Py_ssize_t ldx, \\
+            T *acc, Py_ssize_t lda) {                                                            \\
+        const Py_ssize_t JV = nI - nI % L;                                                       \\
+        memset(acc, 0, (size_t)((o1 - o0) * nP * lda) * sizeof(T));                              \\
+        for (Py_ssize_t r = o0 * nP; r < o1 * nP; ++r) db[r] = (T)0;                             \\
+        for (Py_ssize_t c0 = 0; c0 < nB; c0 += PLAIT_MX_CHUNK) {                                 \\
+          const Py_ssize_t c1 = c0 + PLAIT_MX_CHUNK < nB ? c0 + PLAIT_MX_CHUNK : nB;             \\
+          for (Py_ssize_t n = c0; n < c1; ++n)                                                   \\
+              memcpy(xbuf + (n - c0) * ldx, X + n * nI, (size_t)nI * sizeof(T));                \\
+          for (Py_ssize_t ob = o0; ob < o1; ob += PLAIT_MX_OB) {                                 \\
+            const int nb = (int)(o1 - ob < PLAIT_MX_OB ? o1 - ob : PLAIT_MX_OB);                  \\
+            T *acco = acc + (ob - o0) * nP * lda;                                                \\
+            for (Py_ssize_t n = c0; n < c1; ++n) {                                               \\
+                const T *x = xbuf + (n - c0) * ldx;                                              \\
+                const T *dy = dY + n * nO + ob;                                                  \\
+                const I *wh = which + n * nO + ob;                                               \\
+                T a[PLAIT_MX_OB];                                                                \\
+                T *row[PLAIT_MX_OB];                                                             \\
+                for (int k = 0; k < nb; ++k) {                                                   \\
+                    const Py_ssize_t r = (Py_ssize_t)k * nP + (Py_ssize_t)wh[k];                 \\
+                    a[k] = dy[k];                                                                \\
+                    row[k] = acco + r * lda;                                                     \\
+                    db[ob * nP + r] += dy[k];                                                    \\
+                }                                                                                \\
+                if (nb == PLAIT_MX_OB) {                                                         \\
+                    for (Py_ssize_t j = 0; j < JV; j += L) {                                     \\
+                        const VT xv = *(const VT *)(x + j);                                      \\
+                        *(VT *)(row[0] + j) += a[0] * xv; *(VT *)(row[1] + j) += a[1] * xv;      \\
+                        *(VT *)(row[2] + j) += a[2] * xv; *(VT *)(row[3] + j) += a[3] * xv;      \\
+                        *(VT *)(row[4] + j) += a[4] * xv; *(VT *)(row[5] + j) += a[5] * xv;      \\
+                        *(VT *)(row[6] + j) += a[6] * xv; *(VT *)(row[7] + j) += a[7] * xv;      \\
+                    }                                                                            \\
+                } else {                                                                         \\
+                    for (Py_ssize_t j = 0; j < JV; j += L) {                                     \\
+                        const VT xv = *(const VT *)(x + j);                                      \\
+                        for (int k = 0; k < nb; ++k) *(VT *)(row[k] + j) += a[k] * xv;           \\
+                    }                                                                            \\
+                }                                                                                \\
+                for (Py_ssize_t j = JV; j < nI; ++j)                                             \\
+                    for (int k = 0; k < nb; ++k) row[k][j] += a[k] * x[j];                       \\
+            }                                                                                    \\
+          }                                                                                      \\
+        }                                                                                        \\
+        for (Py_ssize_t r = 0; r < (o1 - o0) * nP; ++r)                                          \\
+            memcpy(dW + (o0 * nP + r) * nI, acc + r * lda, (size_t)nI * sizeof(T));             \\
+    }
+    PLAIT_DEFINE_MX_DW(float, plait_vf, int32_t, f32_i32, 8)
+    PLAIT_DEFINE_MX_DW(float, plait_vf, int64_t, f32_i64, 8)
+    PLAIT_DEFINE_MX_DW(double, plait_vd, int32_t, f64_i32, 4)
+    PLAIT_DEFINE_MX_DW(double, plait_vd, int64_t, f64_i64, 4)
+
     /* L: values per 256-bit vector. */
     PLAIT_DEFINE_MX_DX_TAIL(float, plait_vf, int32_t, f32_i32, 8)
     PLAIT_DEFINE_MX_DX_TAIL(float, plait_vf, int64_t, f32_i64, 8)
@@ -151,10 +222,24 @@ cdef extern from *:
                              Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) nogil
     void plait_mx_dx_f64_i64(const double*, const int64_t*, const double*, double*, Py_ssize_t,
                              Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) nogil
+    void plait_mx_dw_f32_i32(const float*, const int32_t*, const float*, float*, float*, Py_ssize_t,
+                             Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t, void*,
+                             Py_ssize_t, void*, Py_ssize_t) nogil
+    void plait_mx_dw_f32_i64(const float*, const int64_t*, const float*, float*, float*, Py_ssize_t,
+                             Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t, void*,
+                             Py_ssize_t, void*, Py_ssize_t) nogil
+    void plait_mx_dw_f64_i32(const double*, const int32_t*, const double*, double*, double*,
+                             Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t,
+                             void*, Py_ssize_t, void*, Py_ssize_t) nogil
+    void plait_mx_dw_f64_i64(const double*, const int64_t*, const double*, double*, double*,
+                             Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t,
+                             void*, Py_ssize_t, void*, Py_ssize_t) nogil
 
 cdef enum:
     # Rows per dX block: the unit handed to threads (W's columns are packed once per block).
     _ROWS = 256
+    # Rows per chunk of the dW kernel (PLAIT_MX_CHUNK in the C code).
+    _DW_CHUNK = 128
     # Below this many multiply-adds (about 0.3 ms of work) everything runs on one thread.
     _PARALLEL_MIN = 1 << 22
 
@@ -242,3 +327,78 @@ def backprop_maxout_dx(object dY, object which, object W):
             # which call or block it falls in (see the C code), so this equals the threaded path.
             _dx(f32, i32, pdY, pw, pW, pdX, 0, nB, nO, nP, nI)
     return dX
+
+
+cdef extern from "stdlib.h":
+    void* aligned_alloc(size_t, size_t) nogil
+    void free(void*) nogil
+
+
+cdef bint _dw(bint f32, bint i32, const void* dY, const void* which, const void* X, void* dW,
+              void* db, Py_ssize_t o0, Py_ssize_t o1, Py_ssize_t nB, Py_ssize_t nO, Py_ssize_t nP,
+              Py_ssize_t nI) noexcept nogil:
+    """False when the buffers could not be allocated (nothing is then written)."""
+    cdef Py_ssize_t size = 4 if f32 else 8, lanes = 8 if f32 else 4
+    # Row strides: whole vectors plus one, never a power of two.
+    cdef Py_ssize_t ld = (nI + lanes - 1) // lanes * lanes + lanes
+    cdef Py_ssize_t xbytes = (_DW_CHUNK * ld * size + 4095) // 4096 * 4096
+    cdef Py_ssize_t abytes = (o1 - o0) * nP * ld * size
+    # One page-aligned block: xbuf at its start, acc half a page after the end of xbuf.
+    cdef char* block = <char*>aligned_alloc(4096, <size_t>((xbytes + 2048 + abytes + 4095) // 4096 * 4096))
+    if block == NULL:
+        return False
+    cdef void* xbuf = block
+    cdef void* acc = block + xbytes + 2048
+    if f32 and i32:
+        plait_mx_dw_f32_i32(<const float*>dY, <const int32_t*>which, <const float*>X, <float*>dW,
+                            <float*>db, o0, o1, nB, nO, nP, nI, xbuf, ld, acc, ld)
+    elif f32:
+        plait_mx_dw_f32_i64(<const float*>dY, <const int64_t*>which, <const float*>X, <float*>dW,
+                            <float*>db, o0, o1, nB, nO, nP, nI, xbuf, ld, acc, ld)
+    elif i32:
+        plait_mx_dw_f64_i32(<const double*>dY, <const int32_t*>which, <const double*>X,
+                            <double*>dW, <double*>db, o0, o1, nB, nO, nP, nI, xbuf, ld, acc, ld)
+    else:
+        plait_mx_dw_f64_i64(<const double*>dY, <const int64_t*>which, <const double*>X,
+                            <double*>dW, <double*>db, o0, o1, nB, nO, nP, nI, xbuf, ld, acc, ld)
+    free(block)
+    return True
+
+
+def backprop_maxout_dw(object dY, object which, object X, Py_ssize_t nP):
+    """(dW, db) of Ops.backprop_maxout_affine, or None outside the fast case.
+
+    Shapes: dY (nB, nO), which (nB, nO), X (nB, nI) -> dW (nO, nP, nI), db (nO, nP).
+    """
+    cdef int k = _float_kind(dY, 2)
+    cdef int ik = _index_kind(which, 2)
+    if k == 0 or ik == 0 or _float_kind(X, 2) != k or nP < 1:
+        return None
+    cdef Py_ssize_t nB = _dim(dY, 0), nO = _dim(dY, 1), nI = _dim(X, 1)
+    if _dim(which, 0) != nB or _dim(which, 1) != nO or _dim(X, 0) != nB:
+        return None
+    cdef bint f32 = k == 4, i32 = ik == 4
+    cdef const void* pw = _data(which)
+    cdef Py_ssize_t bad
+    with nogil:
+        bad = _count_bad(pw, i32, nB * nO, nP)
+    if bad:
+        return None
+    cdef int t = cnp.NPY_FLOAT32 if f32 else cnp.NPY_FLOAT64
+    cdef cnp.ndarray dW = _new(3, nO, nP, nI, t)
+    cdef cnp.ndarray db = _new(2, nO, nP, 0, t)
+    cdef const void* pdY = _data(dY)
+    cdef const void* pX = _data(X)
+    cdef void* pdW = _data(dW)
+    cdef void* pdb = _data(db)
+    cdef Py_ssize_t blk, n_blocks = (nO + 7) // 8, failed = 0
+    with nogil:
+        if nB * nO * nI >= _parallel_min:
+            for blk in prange(n_blocks, schedule="static"):
+                failed += not _dw(f32, i32, pdY, pw, pX, pdW, pdb, blk * 8, min((blk + 1) * 8, nO),
+                                  nB, nO, nP, nI)
+        else:
+            failed = not _dw(f32, i32, pdY, pw, pX, pdW, pdb, 0, nO, nB, nO, nP, nI)
+    if failed:
+        return None  # out of memory for the buffers: the reference path
+    return dW, db
