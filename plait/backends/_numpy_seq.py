@@ -47,7 +47,7 @@ class SeqKernels:
             # The sparse dW kernel is bound by one store per multiply-add, the BLAS by its
             # arithmetic on nP times as many: measured, the kernel wins by 5-30% from 3 pieces
             # (3 x 192 at 1400 rows: 1.01 vs 1.13 ms) and loses with 2 (1.26 vs 1.01 ms).
-            grads = _maxout.backprop_maxout_dw(dY, which, X, nP) if nP >= 3 else None
+            grads = _maxout.backprop_maxout_dw(dY, which, X, nP, False) if nP >= 3 else None
             if grads is None:  # 1-2 pieces, or X of another dtype or layout: the dense product
                 dZ = self.backprop_maxout(dY, which, nP)
                 grads = (

@@ -365,10 +365,12 @@ cdef bint _dw(bint f32, bint i32, const void* dY, const void* which, const void*
     return True
 
 
-def backprop_maxout_dw(object dY, object which, object X, Py_ssize_t nP):
+def backprop_maxout_dw(object dY, object which, object X, Py_ssize_t nP, bint check=True):
     """(dW, db) of Ops.backprop_maxout_affine, or None outside the fast case.
 
     Shapes: dY (nB, nO), which (nB, nO), X (nB, nI) -> dW (nO, nP, nI), db (nO, nP).
+    check=False skips the scan of `which` for values outside 0..nP-1: only for a caller that
+    has just made it (backprop_maxout_dx returned an array for the same `which` and nP).
     """
     cdef int k = _float_kind(dY, 2)
     cdef int ik = _index_kind(which, 2)
@@ -379,9 +381,10 @@ def backprop_maxout_dw(object dY, object which, object X, Py_ssize_t nP):
         return None
     cdef bint f32 = k == 4, i32 = ik == 4
     cdef const void* pw = _data(which)
-    cdef Py_ssize_t bad
-    with nogil:
-        bad = _count_bad(pw, i32, nB * nO, nP)
+    cdef Py_ssize_t bad = 0
+    if check:
+        with nogil:
+            bad = _count_bad(pw, i32, nB * nO, nP)
     if bad:
         return None
     cdef int t = cnp.NPY_FLOAT32 if f32 else cnp.NPY_FLOAT64
