@@ -6,8 +6,10 @@ fall outside its fast case (exact, aligned, native-order, C-contiguous float32/f
 of the expected ranks, one dtype, matching widths); the mixin (plait.backends._numpy_norm) then
 calls the Ops reference, which computes the odd cases and raises the errors.
 
-Row statistics are summed in double precision, one row at a time, so the results do not depend
-on the thread count; they agree with the reference (numpy's pairwise float sums) to rounding.
+The forward's row statistics (mean, variance) are summed in double precision; the backprop
+sums at the arrays' precision, as the reference does, in 8 independent lanes per row. Every sum
+has a fixed order, so the results do not depend on the thread count; they agree with the
+reference (numpy's float sums) to rounding.
 The kernels run serially: a row is a few dozen values, and the column sums of the backprop
 (dG, db) would otherwise need a reduction across threads.
 """
@@ -15,7 +17,6 @@ cimport numpy as cnp
 
 from ._arrays cimport _data, _dim, _float_kind
 from libc.math cimport sqrt
-from libc.stdlib cimport calloc, free
 
 cnp.import_array()
 
@@ -67,40 +68,40 @@ cdef extern from *:
         }                                                                                        \\
     }                                                                                            \\
                                                                                                  \\
-    /* dX rows, and the column sums dG (acc_g) and db (acc_b) added in row order. */             \\
+    /* dX rows, and the column sums dG (acc_g) and db (acc_b, both zeroed by the caller) added
+       in row order, all at the arrays' precision as the reference computes them (float32 in
+       8 independent lanes per row sum: numpy's own float32 sums are no more exact). */       \
     static PLAIT_LN_CLONES void plait_ln_backward_##SUF(                                         \\
             const T *dY, const T *X, const T *G, const T *mean, const T *var, T *dX,             \\
-            double *__restrict__ acc_g, double *__restrict__ acc_b, Py_ssize_t nB,               \\
-            Py_ssize_t nI) {                                                                     \\
+            T *__restrict__ acc_g, T *__restrict__ acc_b, Py_ssize_t nB, Py_ssize_t nI) {        \\
         const Py_ssize_t nV = nI - nI % 8;                                                       \\
         for (Py_ssize_t i = 0; i < nB; ++i) {                                                    \\
             const T *dy = dY + i * nI;                                                           \\
             const T *x = X + i * nI;                                                             \\
             T *dx = dX + i * nI;                                                                 \\
-            const double mu = (double)mean[i], v = (double)var[i];                               \\
-            const double inv = 1.0 / sqrt(v);                                                    \\
-            double s1[8] = {0, 0, 0, 0, 0, 0, 0, 0}, s2[8] = {0, 0, 0, 0, 0, 0, 0, 0};           \\
+            const T mu = mean[i], v = var[i];                                                    \\
+            const T inv = (T)(1.0 / sqrt((double)v));                                            \\
+            T s1[8] = {0, 0, 0, 0, 0, 0, 0, 0}, s2[8] = {0, 0, 0, 0, 0, 0, 0, 0};                \\
             for (Py_ssize_t j = 0; j < nV; j += 8)                                               \\
                 for (int l = 0; l < 8; ++l) {                                                    \\
-                    const double dxh = (double)dy[j + l] * (double)G[j + l];                     \\
+                    const T dxh = dy[j + l] * G[j + l];                                          \\
                     s1[l] += dxh;                                                                \\
-                    s2[l] += dxh * ((double)x[j + l] - mu);                                      \\
+                    s2[l] += dxh * (x[j + l] - mu);                                              \\
                 }                                                                                \\
             for (Py_ssize_t j = nV; j < nI; ++j) {                                               \\
-                const double dxh = (double)dy[j] * (double)G[j];                                 \\
+                const T dxh = dy[j] * G[j];                                                      \\
                 s1[j - nV] += dxh;                                                               \\
-                s2[j - nV] += dxh * ((double)x[j] - mu);                                         \\
+                s2[j - nV] += dxh * (x[j] - mu);                                                 \\
             }                                                                                    \\
-            for (Py_ssize_t j = 0; j < nI; ++j) {                                                \\
-                acc_b[j] += (double)dy[j];                                                       \\
-                acc_g[j] += (double)dy[j] * (((double)x[j] - mu) * inv);                         \\
-            }                                                                                    \\
-            const double t1 = PLAIT_LN_FOLD(s1), t2 = PLAIT_LN_FOLD(s2);                         \\
+            const T t1 = PLAIT_LN_FOLD(s1), t2 = PLAIT_LN_FOLD(s2);                              \\
             /* dX = (nI * dXhat - sum(dXhat) - dist * sum(dXhat * dist) / var) * inv_std / nI */ \\
-            const double scale = inv / (double)nI, corr = t2 / v;                                \\
-            for (Py_ssize_t j = 0; j < nI; ++j)                                                  \\
-                dx[j] = (T)(((double)nI * ((double)dy[j] * (double)G[j]) - t1                    \\
-                             - ((double)x[j] - mu) * corr) * scale);                             \\
+            const T scale = inv / (T)nI, corr = t2 / v, n_i = (T)nI;                             \\
+            for (Py_ssize_t j = 0; j < nI; ++j) {                                                \\
+                const T d = x[j] - mu;                                                           \\
+                acc_b[j] += dy[j];                                                               \\
+                acc_g[j] += dy[j] * (d * inv);                                                   \\
+                dx[j] = (n_i * (dy[j] * G[j]) - t1 - d * corr) * scale;                          \\
+            }                                                                                    \\
         }                                                                                        \\
     }
 
@@ -112,7 +113,7 @@ cdef extern from *:
     void plait_ln_forward_f64(const double*, const double*, const double*, double*, double*,
                               double*, Py_ssize_t, Py_ssize_t, double) nogil
     void plait_ln_backward_f32(const float*, const float*, const float*, const float*,
-                               const float*, float*, double*, double*, Py_ssize_t, Py_ssize_t) nogil
+                               const float*, float*, float*, float*, Py_ssize_t, Py_ssize_t) nogil
     void plait_ln_backward_f64(const double*, const double*, const double*, const double*,
                                const double*, double*, double*, double*, Py_ssize_t, Py_ssize_t) nogil
 
@@ -160,7 +161,7 @@ def backprop_layer_norm(object dY, object X, object G, object mean, object var):
         or _float_kind(mean, 1) != k or _float_kind(var, 1) != k
     ):
         return None
-    cdef Py_ssize_t nB = _dim(dY, 0), nI = _dim(dY, 1), j
+    cdef Py_ssize_t nB = _dim(dY, 0), nI = _dim(dY, 1)
     if (
         nI == 0 or _dim(X, 0) != nB or _dim(X, 1) != nI or _dim(G, 0) != nI
         or _dim(mean, 0) != nB or _dim(var, 0) != nB
@@ -168,35 +169,24 @@ def backprop_layer_norm(object dY, object X, object G, object mean, object var):
         return None
     cdef int t = cnp.NPY_FLOAT32 if k == 4 else cnp.NPY_FLOAT64
     cdef cnp.ndarray dX = _new(2, nB, nI, t)
-    cdef cnp.ndarray dG = _new(1, nI, 0, t)
-    cdef cnp.ndarray db = _new(1, nI, 0, t)
-    cdef double* acc = <double*>calloc(2 * nI, sizeof(double))
-    if acc == NULL:
-        raise MemoryError("norm.backprop_layer_norm: could not allocate the column sums.")
+    # dG and db are the kernel's column sums: they start at zero.
+    cdef cnp.ndarray dG = cnp.PyArray_ZEROS(1, [nI], t, 0)
+    cdef cnp.ndarray db = cnp.PyArray_ZEROS(1, [nI], t, 0)
     cdef void* pdY = _data(dY)
     cdef void* pX = _data(X)
     cdef void* pG = _data(G)
     cdef void* pm = _data(mean)
     cdef void* pv = _data(var)
     cdef void* pdX = _data(dX)
-    cdef float* dG32 = <float*>_data(dG)
-    cdef float* db32 = <float*>_data(db)
-    cdef double* dG64 = <double*>_data(dG)
-    cdef double* db64 = <double*>_data(db)
+    cdef void* pdG = _data(dG)
+    cdef void* pdb = _data(db)
     with nogil:
         if k == 4:
             plait_ln_backward_f32(<const float*>pdY, <const float*>pX, <const float*>pG,
-                                  <const float*>pm, <const float*>pv, <float*>pdX, acc, acc + nI,
-                                  nB, nI)
-            for j in range(nI):
-                dG32[j] = <float>acc[j]
-                db32[j] = <float>acc[nI + j]
+                                  <const float*>pm, <const float*>pv, <float*>pdX, <float*>pdG,
+                                  <float*>pdb, nB, nI)
         else:
             plait_ln_backward_f64(<const double*>pdY, <const double*>pX, <const double*>pG,
-                                  <const double*>pm, <const double*>pv, <double*>pdX, acc,
-                                  acc + nI, nB, nI)
-            for j in range(nI):
-                dG64[j] = acc[j]
-                db64[j] = acc[nI + j]
-    free(acc)
+                                  <const double*>pm, <const double*>pv, <double*>pdX,
+                                  <double*>pdG, <double*>pdb, nB, nI)
     return dX, dG, db
