@@ -38,6 +38,13 @@ cdef extern from *:
 
     /* The inner loops are fixed-width blocks that GCC keeps in vector registers; an AVX2+FMA
        copy and a baseline copy are built and one is picked when the module loads. */
+    #ifdef _OPENMP
+    #include <omp.h>
+    static int plait_mx_max_threads(void) { return omp_get_max_threads(); }
+    #else
+    static int plait_mx_max_threads(void) { return 1; }
+    #endif
+
     #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
     #define PLAIT_MX_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
     #else
@@ -214,6 +221,7 @@ cdef extern from *:
     PLAIT_DEFINE_MX_DX(double, plait_vd, int32_t, f64_i32, 4)
     PLAIT_DEFINE_MX_DX(double, plait_vd, int64_t, f64_i64, 4)
     """
+    int plait_mx_max_threads() nogil
     void plait_mx_dx_f32_i32(const float*, const int32_t*, const float*, float*, Py_ssize_t,
                              Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) nogil
     void plait_mx_dx_f32_i64(const float*, const int64_t*, const float*, float*, Py_ssize_t,
@@ -236,7 +244,7 @@ cdef extern from *:
                              void*, Py_ssize_t, void*, Py_ssize_t) nogil
 
 cdef enum:
-    # Rows per dX block: the unit handed to threads (W's columns are packed once per block).
+    # At least this many rows per thread in the dX kernel (each thread packs W's columns once).
     _ROWS = 256
     # Rows per chunk of the dW kernel (PLAIT_MX_CHUNK in the C code).
     _DW_CHUNK = 128
@@ -244,6 +252,15 @@ cdef enum:
     _PARALLEL_MIN = 1 << 22
 
 cdef Py_ssize_t _parallel_min = _PARALLEL_MIN
+
+
+cdef Py_ssize_t _parts(Py_ssize_t work, Py_ssize_t max_parts) noexcept nogil:
+    """How many threads a call of this much work uses: 1 below the threshold, else up to
+    OpenMP's count (and no more than max_parts). Results never depend on it."""
+    if work < _parallel_min or max_parts <= 1:
+        return 1
+    cdef Py_ssize_t n = plait_mx_max_threads()
+    return max(1, min(n, max_parts))
 
 
 def set_parallel_min_work(Py_ssize_t work):
@@ -317,11 +334,13 @@ def backprop_maxout_dx(object dY, object which, object W):
     cdef const void* pdY = _data(dY)
     cdef const void* pW = _data(W)
     cdef void* pdX = _data(dX)
-    cdef Py_ssize_t blk, n_row_blocks = (nB + _ROWS - 1) // _ROWS
+    # One contiguous range of rows per thread (each call packs W's columns once).
+    cdef Py_ssize_t part, n_parts = _parts(nB * nO * nI, (nB + _ROWS - 1) // _ROWS)
+    cdef Py_ssize_t step = ((nB + n_parts - 1) // n_parts) if n_parts > 0 else nB
     with nogil:
-        if nB * nO * nI >= _parallel_min:
-            for blk in prange(n_row_blocks, schedule="static"):
-                _dx(f32, i32, pdY, pw, pW, pdX, blk * _ROWS, min((blk + 1) * _ROWS, nB), nO, nP, nI)
+        if n_parts > 1:
+            for part in prange(n_parts, schedule="static", num_threads=n_parts):
+                _dx(f32, i32, pdY, pw, pW, pdX, part * step, min((part + 1) * step, nB), nO, nP, nI)
         else:
             # One call: each call packs W's column blocks afresh. A row's bits do not depend on
             # which call or block it falls in (see the C code), so this equals the threaded path.
@@ -394,12 +413,14 @@ def backprop_maxout_dw(object dY, object which, object X, Py_ssize_t nP, bint ch
     cdef const void* pX = _data(X)
     cdef void* pdW = _data(dW)
     cdef void* pdb = _data(db)
-    cdef Py_ssize_t blk, n_blocks = (nO + 7) // 8, failed = 0
+    # One contiguous range of outputs (whole groups of 8) per thread: each call copies X once.
+    cdef Py_ssize_t part, n_parts = _parts(nB * nO * nI, (nO + 7) // 8), failed = 0
+    cdef Py_ssize_t step = (((nO + 7) // 8 + n_parts - 1) // n_parts * 8) if n_parts > 0 else nO
     with nogil:
-        if nB * nO * nI >= _parallel_min:
-            for blk in prange(n_blocks, schedule="static"):
-                failed += not _dw(f32, i32, pdY, pw, pX, pdW, pdb, blk * 8, min((blk + 1) * 8, nO),
-                                  nB, nO, nP, nI)
+        if n_parts > 1:
+            for part in prange(n_parts, schedule="static", num_threads=n_parts):
+                failed += not _dw(f32, i32, pdY, pw, pX, pdW, pdb, min(part * step, nO),
+                                  min((part + 1) * step, nO), nB, nO, nP, nI)
         else:
             failed = not _dw(f32, i32, pdY, pw, pX, pdW, pdb, 0, nO, nB, nO, nP, nI)
     if failed:
