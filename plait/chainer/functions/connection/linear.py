@@ -1,0 +1,60 @@
+"""linear: y = x W^T + b, the affine map of a fully-connected layer."""
+from typing import Any
+
+from ... import cuda, function
+from ...utils import type_check
+
+
+def _as_mat(x: Any) -> Any:
+    # Everything after the batch axis is one feature axis: (nB, ...) -> (nB, nI).
+    return x if x.ndim == 2 else x.reshape(len(x), -1)
+
+
+class LinearFunction(function.Function):
+    """(nB, nI...) , W (nO, nI) [, b (nO,)] -> (nB, nO)"""
+
+    def check_type_forward(self, in_types: Any) -> None:
+        n_in = in_types.size()
+        type_check.expect(2 <= n_in, n_in <= 3)
+        x_type, w_type = in_types[:2]
+        type_check.expect(
+            x_type.dtype.kind == "f",
+            w_type.dtype == x_type.dtype,
+            x_type.ndim >= 2,
+            w_type.ndim == 2,
+            type_check.prod(x_type.shape[1:]) == w_type.shape[1],
+        )
+        if n_in.eval() == 3:
+            b_type = in_types[2]
+            type_check.expect(
+                b_type.dtype == x_type.dtype,
+                b_type.ndim == 1,
+                b_type.shape[0] == w_type.shape[0],
+            )
+
+    def forward(self, inputs: tuple) -> tuple:
+        x = _as_mat(inputs[0])
+        W = inputs[1]
+        ops = cuda._ops_for(x)
+        y = ops.gemm(x, W, trans2=True)  # (nB, nO)
+        if len(inputs) == 3:
+            y += inputs[2]
+        return y,
+
+    def backward(self, inputs: tuple, grad_outputs: tuple) -> tuple:
+        x = _as_mat(inputs[0])
+        W = inputs[1]
+        gy = grad_outputs[0]  # (nB, nO)
+        ops = cuda._ops_for(x)
+        gx = ops.gemm(gy, W).reshape(inputs[0].shape)  # (nB, nI)
+        gW = ops.gemm(gy, x, trans1=True)  # (nO, nI)
+        if len(inputs) == 3:
+            return gx, gW, gy.sum(axis=0)
+        return gx, gW
+
+
+def linear(x: Any, W: Any, b: Any = None) -> Any:
+    """Affine map Y = x W^T + b; x's axes after the first are flattened into one of size W.shape[1]."""
+    if b is None:
+        return LinearFunction()(x, W)
+    return LinearFunction()(x, W, b)

@@ -1,0 +1,373 @@
+"""Variable: an array plus the record of how it was computed, and error backpropagation."""
+import heapq
+import itertools
+from typing import Any, Optional
+
+import numpy
+
+from .flag import Flag, OFF
+
+__all__ = ["Variable"]
+
+
+def _is_array(x: Any) -> bool:
+    if type(x) is numpy.ndarray:
+        return True
+    from ..util import is_cupy_array
+
+    return isinstance(x, numpy.ndarray) or is_cupy_array(x)
+
+
+def _xp(x: Any) -> Any:
+    if isinstance(x, numpy.ndarray):
+        return numpy
+    from . import cuda
+
+    return cuda.get_array_module(x)
+
+
+def _check_grad(var: "Variable", grad: Any, where: str) -> None:
+    """Raise unless grad could be var's gradient: same kind of array, dtype and shape."""
+    data = var.data
+    if type(grad) is not type(data) and not (
+        isinstance(grad, numpy.ndarray) and isinstance(data, numpy.ndarray)
+    ):
+        raise TypeError(
+            f"{where}: the gradient is a {type(grad).__module__}.{type(grad).__name__} but the "
+            f"variable's data is a {type(data).__module__}.{type(data).__name__}; both must live "
+            f"on the same device."
+        )
+    if grad.dtype != data.dtype:
+        raise TypeError(
+            f"{where}: the gradient has dtype {grad.dtype} but the variable's data has dtype "
+            f"{data.dtype}; they must match."
+        )
+    if grad.shape != data.shape:
+        raise ValueError(
+            f"{where}: the gradient has shape {grad.shape} but the variable's data has shape "
+            f"{data.shape}; they must match."
+        )
+
+
+class Variable:
+    """An array with the function that created it, so gradients can flow back to its inputs.
+
+    Args:
+        data: a numpy or cupy array.
+        volatile: Flag (or 'on'/'off'/'auto'/bool/None); ON records no graph.
+        name: optional name, shown in graphs and messages.
+    """
+
+    # Arithmetic with a numpy array on the left must come back to the Variable's reflected
+    # operators instead of being broadcast elementwise by numpy.
+    __array_priority__ = 200
+    __array_ufunc__ = None
+
+    def __init__(self, data: Any, volatile: Any = OFF, name: Optional[str] = None) -> None:
+        if not _is_array(data):
+            raise TypeError(
+                f"Variable: 'data' must be a numpy.ndarray or cupy.ndarray, got "
+                f"{type(data).__module__}.{type(data).__name__}. Wrap values with numpy.asarray(...)."
+            )
+        self.data = data
+        self.rank = 0
+        self._volatile = Flag(volatile)
+        self._grad = None
+        # True when _grad may be an array owned by someone else (a gradient handed over by a
+        # backward without a copy): it must then be replaced, never updated in place.
+        self._grad_shared = False
+        self.creator = None
+        self.name = name
+
+    def __copy__(self) -> "Variable":
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        return new
+
+    def __getstate__(self) -> dict:
+        # The graph holds weak references, which cannot be pickled: a pickled (or deep-copied)
+        # Variable comes back as a root.
+        state = dict(self.__dict__)
+        state["creator"] = None
+        state["rank"] = 0
+        return state
+
+    def __repr__(self) -> str:
+        name = f" {self.name}" if self.name else ""
+        return f"variable{name}({self.data!r})"
+
+    def __str__(self) -> str:
+        name = f" {self.name}" if self.name else ""
+        return f"variable{name}({self.data})"
+
+    def debug_print(self) -> str:
+        """A multi-line summary: name, device, shape, dtype, value statistics and grad."""
+        from . import cuda
+
+        data = self.data
+        xp = cuda.get_array_module(data)
+        lines = [
+            repr(self),
+            f"- device: {'CPU' if xp is numpy else data.device}",
+            f"- volatile: {self._volatile}",
+            f"- shape: {data.shape}",
+            f"- dtype: {data.dtype}",
+        ]
+        if data.size and data.dtype.kind in "fiub":
+            lines.append(
+                f"- statistics: mean={float(data.mean()):.8g}, std={float(data.std()):.8g}, "
+                f"min={float(data.min()):.8g}, max={float(data.max()):.8g}"
+            )
+        grad = self._grad
+        if grad is None:
+            lines.append("- grad: None")
+        elif grad.size and bool((grad == 0).all()):
+            lines.append("- grad: 0")
+        else:
+            lines.append(f"- grad: mean={float(grad.mean()):.8g}, std={float(grad.std()):.8g}")
+        return "\n".join(lines)
+
+    def __len__(self) -> int:
+        """The number of elements of the data array."""
+        return int(self.data.size)
+
+    @property
+    def shape(self) -> tuple:
+        return self.data.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def size(self) -> int:
+        return self.data.size
+
+    @property
+    def dtype(self) -> Any:
+        return self.data.dtype
+
+    @property
+    def label(self) -> str:
+        """Short text for graphs: '(2, 3), float32', or just the dtype for a 0-d array."""
+        if self.data.shape == ():
+            return str(self.data.dtype)
+        dims = ", ".join(str(d) for d in self.data.shape)
+        return f"({dims}), {self.data.dtype}"
+
+    @property
+    def volatile(self) -> Flag:
+        return self._volatile
+
+    @volatile.setter
+    def volatile(self, value: Any) -> None:
+        self._volatile = Flag(value)
+
+    @property
+    def grad(self) -> Any:
+        return self._grad
+
+    @grad.setter
+    def grad(self, g: Any) -> None:
+        if g is not None:
+            _check_grad(self, g, f"Variable{' ' + repr(self.name) if self.name else ''}.grad")
+        self._grad = g
+        self._grad_shared = False
+
+    def _writable_grad(self) -> Any:
+        """The gradient array, copied first if it may be shared, so it can be changed in place."""
+        if self._grad_shared:
+            self._grad = self._grad.copy()
+            self._grad_shared = False
+        return self._grad
+
+    def set_creator(self, gen_func: Any) -> None:
+        """Record gen_func as the function that created this variable."""
+        self.creator = gen_func
+        self.rank = gen_func.rank + 1
+
+    def to_cpu(self) -> None:
+        """Move data and grad to the host."""
+        from . import cuda
+
+        self.data = cuda.to_cpu(self.data)
+        if self._grad is not None:
+            self._grad = cuda.to_cpu(self._grad)
+
+    def to_gpu(self, device: Any = None) -> None:
+        """Move data and grad to a GPU (the given device, else the current one)."""
+        from . import cuda
+
+        with cuda.get_device(device) if device is not None else cuda.DummyDevice:
+            self.data = cuda.to_gpu(self.data, device)
+            if self._grad is not None:
+                self._grad = cuda.to_gpu(self._grad, device)
+
+    def zerograd(self) -> None:
+        """Set the gradient to zeros (allocated if unset, else filled in place)."""
+        if self._grad is None or self._grad_shared:
+            self._grad = _xp(self.data).zeros_like(self.data)
+            self._grad_shared = False
+        else:
+            self._grad.fill(0)
+
+    def cleargrad(self) -> None:
+        """Drop the gradient (set it to None): cheaper than zerograd before a backward."""
+        self._grad = None
+        self._grad_shared = False
+
+    def copydata(self, var: "Variable") -> None:
+        """Copy var's data into this variable's array, across host and devices."""
+        _copy_into(self.data, var.data, "Variable.copydata")
+
+    def addgrad(self, var: "Variable") -> None:
+        """Add var's gradient to this one's, across host and devices.
+
+        If this variable has no gradient yet, it gets a copy of var's.
+        """
+        src = var._grad
+        if src is None:
+            raise ValueError(
+                "Variable.addgrad: the source variable has no gradient (grad is None); run "
+                "backward on it first."
+            )
+        if self._grad is None:
+            self._grad = _converted(src, self.data).copy()
+            self._grad_shared = False
+            return
+        dst = self._writable_grad()
+        if dst.shape != src.shape:
+            raise ValueError(
+                f"Variable.addgrad: gradient shapes differ: target {dst.shape}, source {src.shape}."
+            )
+        dst += _converted(src, dst)
+
+    def unchain_backward(self) -> None:
+        """Delete the graph behind this variable; it becomes a root and backprop stops here."""
+        seen = set()
+        stack = []
+        if self.creator is not None:
+            stack.append(self.creator)
+            seen.add(id(self.creator))
+        while stack:
+            func = stack.pop()
+            for x in func.inputs or ():
+                c = x.creator
+                if c is not None and id(c) not in seen:
+                    seen.add(id(c))
+                    stack.append(c)
+            func.unchain()
+
+    def backward(self, retain_grad: bool = False) -> None:
+        """Backpropagate from this variable through the graph that created it.
+
+        Gradients accumulate into the `grad` of root variables (parameters, inputs); the grads
+        of intermediate variables are freed on the way unless retain_grad=True. A variable
+        with one element and no grad starts from grad = 1.
+        """
+        if self.creator is None:
+            return
+        from . import function as _fn
+
+        if self._grad is None:
+            if self.data.size != 1:
+                raise ValueError(
+                    f"Variable.backward: the variable has shape {self.data.shape} and no initial "
+                    f"gradient. Set its grad (an array of shape {self.data.shape} and dtype "
+                    f"{self.data.dtype}) before calling backward(); only a one-element variable "
+                    f"(such as a loss) starts from 1 automatically."
+                )
+            self._grad = _xp(self.data).ones_like(self.data)
+            self._grad_shared = False
+
+        # Functions come off the heap highest rank first, which is a reverse topological order:
+        # a function runs only after every function that consumed its outputs.
+        heap: list = []
+        pushed = set()
+        counter = itertools.count()
+
+        def push(func: Any) -> None:
+            key = id(func)
+            if key not in pushed:
+                pushed.add(key)
+                heapq.heappush(heap, (-func.rank, next(counter), func))
+
+        push(self.creator)
+        seen_vars = set()
+        debug = _fn._debug
+        global_hooks = _fn.get_function_hooks()
+        while heap:
+            func = heapq.heappop(heap)[2]
+            if func.inputs is None:
+                raise RuntimeError(
+                    f"Variable.backward: {func.label} has been unchained (unchain_backward) while "
+                    f"one of its outputs is still in the graph; there is nothing to backpropagate to."
+                )
+            outputs = [ref() for ref in func.outputs]
+            out_grad = tuple([None if y is None else y._grad for y in outputs])
+            in_data = tuple([x.data for x in func.inputs])
+            local = func.__dict__.get("_local_function_hooks")
+            hooks = list(global_hooks.values()) + (list(local.values()) if local else [])
+            for hook in hooks:
+                hook.backward_preprocess(func, in_data, out_grad)
+            gxs = func.backward(in_data, out_grad)
+            if type(gxs) is not tuple or len(gxs) != len(in_data):
+                raise TypeError(
+                    f"{func.label}.backward must return a tuple with one gradient (or None) per "
+                    f"input ({len(in_data)}), got "
+                    + (f"a tuple of {len(gxs)}" if isinstance(gxs, tuple) else type(gxs).__name__)
+                    + "."
+                )
+            for hook in hooks:
+                hook.backward_postprocess(func, in_data, out_grad)
+            if debug:
+                _fn._check_nan(func, gxs, "backward")
+            if not retain_grad:
+                for y in outputs:
+                    if y is not None and y is not self:
+                        y._grad = None
+                        y._grad_shared = False
+
+            for i, (x, gx) in enumerate(zip(func.inputs, gxs)):
+                if gx is None:
+                    continue
+                _check_grad(x, gx, f"{func.label}.backward (gradient of input {i})")
+                if x.creator is not None:
+                    push(x.creator)
+                    if id(x) not in seen_vars:
+                        # First gradient of an intermediate variable in this pass: it replaces
+                        # whatever an earlier backward left there.
+                        seen_vars.add(id(x))
+                        x._grad = gx
+                        x._grad_shared = True
+                        continue
+                if x._grad is None:
+                    x._grad = gx
+                    x._grad_shared = True
+                elif x._grad_shared:
+                    summed = x._grad + gx
+                    # 0-d arrays add up to a numpy scalar; a gradient must stay an array.
+                    x._grad = summed if gx.ndim else _xp(gx).asarray(summed)
+                    x._grad_shared = False
+                else:
+                    x._grad += gx
+
+
+def _converted(src: Any, like: Any) -> Any:
+    """src on the device of `like` (host <-> GPU as needed)."""
+    from . import cuda
+
+    if isinstance(like, numpy.ndarray):
+        return cuda.to_cpu(src)
+    return cuda.to_gpu(src, device=like.device)
+
+
+def _copy_into(dst: Any, src: Any, where: str) -> None:
+    if dst.shape != src.shape:
+        raise ValueError(f"{where}: shapes differ: target {dst.shape}, source {src.shape}.")
+    if isinstance(dst, numpy.ndarray):
+        from . import cuda
+
+        numpy.copyto(dst, cuda.to_cpu(src), casting="same_kind")
+    else:
+        dst.set(src) if isinstance(src, numpy.ndarray) else dst.__setitem__(Ellipsis, _converted(src, dst))
