@@ -6,7 +6,7 @@ CuPy is imported lazily, on the first use of a GPU name (`cuda.cupy`, `cuda.ndar
 GPU paths raise a RuntimeError that says so.
 """
 import functools
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import numpy
 
@@ -94,7 +94,7 @@ DummyDevice = DummyDeviceType()
 
 
 def get_device(*args: Any) -> Any:
-    """The device of the first GPU specifier among args (an int id or a cupy array).
+    """The device of the first GPU specifier among args (an int id, a cupy array or a Device).
 
     numpy arrays (and anything else that is not a device specifier) are skipped; when nothing
     selects a GPU the result is DummyDevice. A lone None means the current GPU device.
@@ -108,6 +108,9 @@ def get_device(*args: Any) -> Any:
             return _cupy().cuda.Device(int(arg))
         if is_cupy_array(arg):
             return arg.device
+        cp = _cupy() if not isinstance(arg, numpy.ndarray) else None
+        if cp is not None and isinstance(arg, cp.cuda.Device):
+            return arg
     return DummyDevice
 
 

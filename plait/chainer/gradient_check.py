@@ -1,5 +1,5 @@
 """Numerical gradients and the checks that compare them with backward (chainer.gradient_check)."""
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy
 
