@@ -14,6 +14,36 @@ from .math.identity import Identity, identity
 from .math.matmul import MatMul, matmul
 from .math.sum import Sum, sum  # noqa: A004 - chainer's name
 from .math.trigonometric import Cos, Sin, cos, sin
+from .activation.clipped_relu import ClippedReLU, clipped_relu
+from .activation.elu import ELU, elu
+from .activation.lstm import LSTM, lstm
+from .activation.maxout import maxout
+from .activation.prelu import prelu
+from .activation.slstm import SLSTM, slstm
+from .activation.softplus import Softplus, softplus
+from .array.broadcast import Broadcast, BroadcastTo, broadcast, broadcast_to
+from .array.concat import Concat, concat
+from .array.copy import Copy, copy
+from .array.expand_dims import ExpandDims, expand_dims
+from .array.reshape import Reshape, reshape
+from .array.select_item import SelectItem, select_item
+from .array.split_axis import SplitAxis, split_axis
+from .array.swapaxes import Swapaxes, swapaxes
+from .array.transpose import Transpose, transpose
+from .array.where import Where, where
+from .loss.contrastive import Contrastive, contrastive
+from .loss.cross_covariance import CrossCovariance, cross_covariance
+from .loss.hinge import Hinge, hinge
+from .loss.sigmoid_cross_entropy import SigmoidCrossEntropy, sigmoid_cross_entropy
+from .loss.vae import bernoulli_nll, gaussian_kl_divergence, gaussian_nll
+from .math.batch_l2_norm_squared import BatchL2NormSquared, batch_l2_norm_squared
+from .math.batch_matmul import BatchMatMul, batch_matmul
+from .math.inv import BatchInv, Inv, batch_inv, inv
+from .math.minmax import Max, Min, max, min  # noqa: A004 - chainer's names
+from .noise.dropout import Dropout, dropout
+from .noise.gaussian import Gaussian, gaussian
+from .normalization.batch_normalization import batch_normalization, fixed_batch_normalization
+from .normalization.local_response_normalization import LocalResponseNormalization, local_response_normalization
 
 # Parameterised "functions" became links in Chainer 1.5; the old names stay here for old code.
 from ..links.connection.linear import Linear  # noqa: E402
@@ -24,4 +54,17 @@ __all__ = [
     "accuracy", "MeanSquaredError", "mean_squared_error", "SoftmaxCrossEntropy",
     "softmax_cross_entropy", "Exp", "Log", "exp", "log", "Identity", "identity", "MatMul",
     "matmul", "Sum", "sum", "Cos", "Sin", "cos", "sin", "Linear",
+    "ClippedReLU", "clipped_relu", "ELU", "elu", "LSTM", "lstm", "maxout", "prelu", "SLSTM", "slstm",
+    "Softplus", "softplus",
+    "Broadcast", "BroadcastTo", "broadcast", "broadcast_to", "Concat", "concat", "Copy", "copy",
+    "ExpandDims", "expand_dims", "Reshape", "reshape", "SelectItem", "select_item", "SplitAxis",
+    "split_axis", "Swapaxes", "swapaxes", "Transpose", "transpose", "Where", "where",
+    "Contrastive", "contrastive", "CrossCovariance", "cross_covariance", "Hinge", "hinge",
+    "SigmoidCrossEntropy", "sigmoid_cross_entropy", "bernoulli_nll", "gaussian_kl_divergence",
+    "gaussian_nll",
+    "BatchL2NormSquared", "batch_l2_norm_squared", "BatchMatMul", "batch_matmul", "BatchInv", "Inv",
+    "batch_inv", "inv", "Max", "Min", "max", "min",
+    "Dropout", "dropout", "Gaussian", "gaussian",
+    "batch_normalization", "fixed_batch_normalization", "LocalResponseNormalization",
+    "local_response_normalization",
 ]
