@@ -25,3 +25,25 @@ def test_documented_functions_are_exported_and_callable():
     for name in DOCUMENTED:
         assert name in F.__all__, name
         assert callable(getattr(F, name)), name
+
+
+def test_linear_sizes_itself_from_a_raw_array():
+    # A numpy array's own .data is a memoryview: the link must read the array itself.
+    import numpy
+
+    import plait.chainer.links as L
+
+    layer = L.Linear(None, 3)
+    y = layer(numpy.ones((2, 5), dtype="float32"))
+    assert layer.W.data.shape == (3, 5) and y.data.shape == (2, 3)
+
+
+def test_links_namespace():
+    import plait.chainer.links as L
+
+    for name in ("Linear", "Classifier", "PReLU", "Bilinear", "EmbedID", "GRU", "StatefulGRU",
+                 "LSTM", "Maxout", "Parameter", "BatchNormalization"):
+        assert hasattr(L, name), name
+    # F.LSTM stays the function class; the old link names live beside it.
+    assert F.LSTM is not L.LSTM
+    assert F.EmbedID is L.EmbedID and F.BatchNormalization is L.BatchNormalization

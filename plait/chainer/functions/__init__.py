@@ -5,6 +5,8 @@ from .activation.relu import ReLU, relu
 from .activation.sigmoid import Sigmoid, sigmoid
 from .activation.softmax import Softmax, softmax
 from .activation.tanh import Tanh, tanh
+from .connection.bilinear import BilinearFunction, bilinear
+from .connection.embed_id import EmbedIDFunction, embed_id
 from .connection.linear import LinearFunction, linear
 from .evaluation.accuracy import Accuracy, accuracy
 from .loss.mean_squared_error import MeanSquaredError, mean_squared_error
@@ -46,7 +48,12 @@ from .normalization.batch_normalization import batch_normalization, fixed_batch_
 from .normalization.local_response_normalization import LocalResponseNormalization, local_response_normalization
 
 # Parameterised "functions" became links in Chainer 1.5; the old names stay here for old code.
+from ..links.activation.prelu import PReLU  # noqa: E402
+from ..links.connection.bilinear import Bilinear  # noqa: E402
+from ..links.connection.embed_id import EmbedID  # noqa: E402
 from ..links.connection.linear import Linear  # noqa: E402
+from ..links.connection.parameter import Parameter  # noqa: E402
+from ..links.normalization.batch_normalization import BatchNormalization  # noqa: E402
 
 __all__ = [
     "LeakyReLU", "leaky_relu", "LogSoftmax", "log_softmax", "ReLU", "relu", "Sigmoid",
@@ -54,6 +61,8 @@ __all__ = [
     "accuracy", "MeanSquaredError", "mean_squared_error", "SoftmaxCrossEntropy",
     "softmax_cross_entropy", "Exp", "Log", "exp", "log", "Identity", "identity", "MatMul",
     "matmul", "Sum", "sum", "Cos", "Sin", "cos", "sin", "Linear",
+    "BilinearFunction", "bilinear", "EmbedIDFunction", "embed_id",
+    "PReLU", "Bilinear", "EmbedID", "Parameter", "BatchNormalization",
     "ClippedReLU", "clipped_relu", "ELU", "elu", "LSTM", "lstm", "maxout", "prelu", "SLSTM", "slstm",
     "Softplus", "softplus",
     "Broadcast", "BroadcastTo", "broadcast", "broadcast_to", "Concat", "concat", "Copy", "copy",

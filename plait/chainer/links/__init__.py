@@ -1,5 +1,16 @@
 """Links with parameters (chainer.links)."""
+from .activation.prelu import PReLU
+from .connection.bilinear import Bilinear
+from .connection.embed_id import EmbedID
+from .connection.gru import GRU, StatefulGRU
 from .connection.linear import Linear
+from .connection.lstm import LSTM
+from .connection.maxout import Maxout
+from .connection.parameter import Parameter
 from .model.classifier import Classifier
+from .normalization.batch_normalization import BatchNormalization
 
-__all__ = ["Linear", "Classifier"]
+__all__ = [
+    "Linear", "Classifier", "PReLU", "Bilinear", "EmbedID", "GRU", "StatefulGRU", "LSTM", "Maxout",
+    "Parameter", "BatchNormalization",
+]

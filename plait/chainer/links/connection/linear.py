@@ -4,7 +4,7 @@ from typing import Any, Optional
 
 import numpy
 
-from ... import link
+from ... import link, variable
 from ...functions.connection import linear as _linear
 
 
@@ -71,6 +71,7 @@ class Linear(link.Link):
     def __call__(self, x: Any) -> Any:
         """Apply the layer to a batch x of shape (nB, in_size) (or (nB, ...) flattening to it)."""
         if self.W is None:
-            data = getattr(x, "data", x)
+            # NOTE: not getattr(x, "data", x): a numpy array's own .data is a memoryview.
+            data = x.data if isinstance(x, variable.Variable) else x
             self._initialize_params(int(numpy.prod(data.shape[1:], dtype=numpy.int64)))
         return _linear.linear(x, self.W, self.b)

@@ -1,0 +1,1 @@
+"""Activation links with learned parameters."""
