@@ -34,8 +34,12 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO_DIR = BENCH_DIR.parent
 VENVS_DIR = BENCH_DIR / ".venvs"
 RESULT_PREFIX = "BENCH_RESULT "
-# The order a round runs the frameworks in; also the order of the table rows.
+# The order a round runs the frameworks in; also the order of the table rows. The
+# Thinc-face scripts compare against these; define_by_run.py passes its own list.
 ALL_FRAMEWORKS = ("plait", "thinc91", "thinc83", "torch")
+# Peers that live in their own venv under bench/.venvs/ (bench/setup_peers.sh makes them),
+# with the module their children import.
+VENV_PEERS = {"thinc91": "thinc", "thinc83": "thinc", "chainer": "chainer"}
 THREAD_ENV_VARS = (
     "OMP_NUM_THREADS",
     "OPENBLAS_NUM_THREADS",
@@ -85,27 +89,27 @@ def _torch_importable(python: str) -> bool:
     return probe.returncode == 0
 
 
-def resolve_frameworks(peers: str) -> List[Framework]:
-    """plait plus the peers named in `peers` ('all', 'none' or a comma list).
+def resolve_frameworks(peers: str, known: Sequence[str] = ALL_FRAMEWORKS) -> List[Framework]:
+    """plait plus the peers named in `peers` ('all', 'none' or a comma list) out of `known`.
 
     plait and torch run in the interpreter that runs the parent (the plait venv);
-    each thinc version runs in its own venv under bench/.venvs/.
+    each other peer (thinc 9.1, thinc 8.3, chainer) runs in its own venv under bench/.venvs/.
     """
     if peers in ("all", ""):
-        wanted = list(ALL_FRAMEWORKS[1:])
+        wanted = list(known[1:])
     elif peers == "none":
         wanted = []
     else:
         wanted = [p.strip() for p in peers.split(",") if p.strip()]
-        unknown = [p for p in wanted if p not in ALL_FRAMEWORKS[1:]]
+        unknown = [p for p in wanted if p not in known[1:]]
         if unknown:
             raise KeyError(
                 f"bench: unknown peer(s) {unknown} in --peers {peers!r}. "
-                f"Known peers: {', '.join(ALL_FRAMEWORKS[1:])}; or 'all' / 'none'."
+                f"Known peers: {', '.join(known[1:])}; or 'all' / 'none'."
             )
     here = sys.executable
     out = [Framework("plait", here, "thinc-face", module="plait")]
-    for name in ALL_FRAMEWORKS[1:]:
+    for name in known[1:]:
         if name not in wanted:
             continue
         if name == "torch":
@@ -117,7 +121,8 @@ def resolve_frameworks(peers: str) -> List[Framework]:
                 )
         else:
             python = _peer_python(name)
-            fw = Framework(name, str(python), "thinc-face", module="thinc")
+            module = VENV_PEERS.get(name, "thinc")
+            fw = Framework(name, str(python), "thinc-face" if module == "thinc" else module, module=module)
             if not python.exists():
                 fw.missing = (
                     f"no venv at {python.parent.parent}; create it with "
@@ -143,6 +148,10 @@ def framework_version(framework: str) -> str:
         import torch
 
         return torch.__version__
+    if framework == "chainer":
+        import chainer
+
+        return chainer.__version__
     mod = __import__("plait" if framework == "plait" else "thinc")
     about = getattr(mod, "__version__", None)
     if about is None:
@@ -429,9 +438,10 @@ def print_report(title: str, args: argparse.Namespace, params: Dict[str, Any],
 def parent_main(script: str, args: argparse.Namespace, params: Dict[str, Any],
                 title: str, columns: Sequence[Column],
                 notes_fn: Optional[Callable[[Dict[str, Dict[str, Any]]], List[str]]] = None,
-                extra: Optional[Dict[str, Any]] = None) -> Dict[str, Dict[str, Any]]:
+                extra: Optional[Dict[str, Any]] = None,
+                known: Sequence[str] = ALL_FRAMEWORKS) -> Dict[str, Dict[str, Any]]:
     """Run all rounds, print the table (and ratios), write --json; the medians."""
-    frameworks = resolve_frameworks(args.peers)
+    frameworks = resolve_frameworks(args.peers, known)
     names = [fw.name for fw in frameworks]
     rounds = 1 if args.quick else args.rounds
     args.rounds = rounds

@@ -20,12 +20,14 @@ SCRIPTS = {
     "lstm_tagger.py": ["train words/s", "train words/CPU-s", "predict words/s", "peak MB",
                        "accuracy"],
     "ops_micro.py": ["op", "plait us", "agree"],
+    "define_by_run.py": ["train img/s", "train img/CPU-s", "predict img/s", "peak MB", "accuracy"],
 }
 NEEDS = {
     "mlp.py": "mnist.npz",
     "textcat_cnn.py": "rotten_tomatoes.jsonl",
     "lstm_tagger.py": "turkish_web_treebank.jsonl",
     "ops_micro.py": None,
+    "define_by_run.py": "mnist.npz",
 }
 
 
