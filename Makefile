@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(PY) bench/textcat_cnn.py $(BENCH_ARGS)
 	$(PY) bench/lstm_tagger.py $(BENCH_ARGS)
 	$(PY) bench/ops_micro.py $(BENCH_ARGS)
+	$(PY) bench/define_by_run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf build $(VENV) *.egg-info training
