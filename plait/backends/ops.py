@@ -41,6 +41,7 @@ from ..types import (
     SizedGenerator,
 )
 from . import _lstm, _murmur
+from ._conv_ops import ConvOps
 from ._checks import check_array, check_lengths, check_same_shape, describe
 
 
@@ -59,7 +60,7 @@ def _canonical_dtype(fn: str, dtype: Any, table: Optional[dict] = None) -> Any:
     return numpy.dtype(table.get(key, key) if table is not None else key)
 
 
-class Ops:
+class Ops(ConvOps):
     """Memory allocation and maths for one device; the reference every backend must equal."""
 
     name: str = "base"

@@ -136,7 +136,9 @@ CASES = {
     "backprop_hard_tanh": (lambda X, dY: (dY, X), None, 0),
     "relu_k": (lambda X, dY: (X,), None, 0),
     "backprop_relu_k": (lambda X, dY: (dY, X), None, 0),
-    "erf": (lambda X, dY: (X,), lambda a, k: _out("erf", a, k), 2),
+    # float64 erf is libm's, the reference's is its own: each is within ~1-2 ulps of the true
+    # value, so they can sit just over 2 ulps apart (seen: 2.003 at seed 633657).
+    "erf": (lambda X, dY: (X,), lambda a, k: _out("erf", a, k), 4),
     "softmax": (lambda X, dY: (X,), lambda a, k: _out("softmax", a, k), 8),
     "backprop_softmax": (lambda X, dY: (_probs(X), dY), lambda a, k: _scale_backprop_softmax(*a, **k),
                          8),

@@ -12,7 +12,8 @@ DOCUMENTED = [
     "sigmoid_cross_entropy", "softmax_cross_entropy", "batch_inv", "batch_l2_norm_squared",
     "batch_matmul", "cos", "exp", "identity", "inv", "log", "matmul", "max", "min", "sin", "sum",
     "dropout", "gaussian", "batch_normalization", "fixed_batch_normalization",
-    "local_response_normalization",
+    "local_response_normalization", "convolution_2d", "deconvolution_2d", "max_pooling_2d",
+    "average_pooling_2d", "unpooling_2d", "spatial_pyramid_pooling_2d", "embed_id", "bilinear",
 ]
 
 

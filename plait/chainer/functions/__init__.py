@@ -6,6 +6,8 @@ from .activation.sigmoid import Sigmoid, sigmoid
 from .activation.softmax import Softmax, softmax
 from .activation.tanh import Tanh, tanh
 from .connection.bilinear import BilinearFunction, bilinear
+from .connection.convolution_2d import Convolution2DFunction, convolution_2d
+from .connection.deconvolution_2d import Deconvolution2DFunction, deconvolution_2d
 from .connection.embed_id import EmbedIDFunction, embed_id
 from .connection.linear import LinearFunction, linear
 from .evaluation.accuracy import Accuracy, accuracy
@@ -43,6 +45,10 @@ from .math.batch_matmul import BatchMatMul, batch_matmul
 from .math.inv import BatchInv, Inv, batch_inv, inv
 from .math.minmax import Max, Min, max, min  # noqa: A004 - chainer's names
 from .noise.dropout import Dropout, dropout
+from .pooling.average_pooling_2d import AveragePooling2D, average_pooling_2d
+from .pooling.max_pooling_2d import MaxPooling2D, max_pooling_2d
+from .pooling.spatial_pyramid_pooling_2d import SpatialPyramidPooling2D, spatial_pyramid_pooling_2d
+from .pooling.unpooling_2d import Unpooling2D, unpooling_2d
 from .noise.gaussian import Gaussian, gaussian
 from .normalization.batch_normalization import batch_normalization, fixed_batch_normalization
 from .normalization.local_response_normalization import LocalResponseNormalization, local_response_normalization
@@ -50,6 +56,8 @@ from .normalization.local_response_normalization import LocalResponseNormalizati
 # Parameterised "functions" became links in Chainer 1.5; the old names stay here for old code.
 from ..links.activation.prelu import PReLU  # noqa: E402
 from ..links.connection.bilinear import Bilinear  # noqa: E402
+from ..links.connection.convolution_2d import Convolution2D  # noqa: E402
+from ..links.connection.deconvolution_2d import Deconvolution2D  # noqa: E402
 from ..links.connection.embed_id import EmbedID  # noqa: E402
 from ..links.connection.linear import Linear  # noqa: E402
 from ..links.connection.parameter import Parameter  # noqa: E402
@@ -63,6 +71,10 @@ __all__ = [
     "matmul", "Sum", "sum", "Cos", "Sin", "cos", "sin", "Linear",
     "BilinearFunction", "bilinear", "EmbedIDFunction", "embed_id",
     "PReLU", "Bilinear", "EmbedID", "Parameter", "BatchNormalization",
+    "Convolution2DFunction", "convolution_2d", "Deconvolution2DFunction", "deconvolution_2d",
+    "AveragePooling2D", "average_pooling_2d", "MaxPooling2D", "max_pooling_2d",
+    "SpatialPyramidPooling2D", "spatial_pyramid_pooling_2d", "Unpooling2D", "unpooling_2d",
+    "Convolution2D", "Deconvolution2D",
     "ClippedReLU", "clipped_relu", "ELU", "elu", "LSTM", "lstm", "maxout", "prelu", "SLSTM", "slstm",
     "Softplus", "softplus",
     "Broadcast", "BroadcastTo", "broadcast", "broadcast_to", "Concat", "concat", "Copy", "copy",

@@ -1,6 +1,8 @@
 """Links with parameters (chainer.links)."""
 from .activation.prelu import PReLU
 from .connection.bilinear import Bilinear
+from .connection.convolution_2d import Convolution2D
+from .connection.deconvolution_2d import Deconvolution2D
 from .connection.embed_id import EmbedID
 from .connection.gru import GRU, StatefulGRU
 from .connection.linear import Linear
@@ -12,5 +14,5 @@ from .normalization.batch_normalization import BatchNormalization
 
 __all__ = [
     "Linear", "Classifier", "PReLU", "Bilinear", "EmbedID", "GRU", "StatefulGRU", "LSTM", "Maxout",
-    "Parameter", "BatchNormalization",
+    "Parameter", "BatchNormalization", "Convolution2D", "Deconvolution2D",
 ]

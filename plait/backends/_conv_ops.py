@@ -1,0 +1,427 @@
+"""Convolution, deconvolution and pooling over 1 or more spatial axes, as Ops methods.
+
+`ConvOps` is a mixin: its methods use `self.xp` (numpy or cupy) and so run on any Ops. Arrays
+are channels-first: X (nB, C, *size), W (O, C // groups, *k) for a convolution. Every method
+takes stride / pad / dilation as an int (all axes) or one int per spatial axis.
+"""
+from typing import Any, Optional, Sequence, Tuple
+
+import numpy
+
+from ._conv import as_nd_tuple, col2im_nd, conv_outsize, deconv_outsize, im2col_nd_out
+
+__all__ = ["ConvOps"]
+
+
+def _n_spatial(X: Any, name: str, where: str) -> int:
+    ndim = getattr(X, "ndim", None)
+    if ndim is None:
+        raise TypeError(f"{where}: {name} must be an array, got {type(X).__name__}.")
+    if ndim < 3:
+        raise ValueError(
+            f"{where}: {name} must be (nB, C, *spatial) with at least one spatial axis, got shape "
+            f"{tuple(X.shape)}."
+        )
+    return ndim - 2
+
+
+def _settings(n: int, where: str, ksize: Any, stride: Any, pad: Any, dilation: Any = 1) -> tuple:
+    k = as_nd_tuple(ksize, n, "ksize", where)
+    s = as_nd_tuple(k if stride is None else stride, n, "stride", where)
+    p = as_nd_tuple(pad, n, "pad", where, minimum=0)
+    d = as_nd_tuple(dilation, n, "dilation", where)
+    return k, s, p, d
+
+
+def _outsizes(size: Sequence[int], k, s, p, d, cover_all: bool, where: str) -> Tuple[int, ...]:
+    out = tuple(conv_outsize(size[i], k[i], s[i], p[i], cover_all, d[i]) for i in range(len(k)))
+    if any(o < 1 for o in out):
+        raise ValueError(
+            f"{where}: spatial size {tuple(size)} is too small for ksize {k}, stride {s}, pad {p}, "
+            f"dilation {d}: the output size would be {out}. Pad more or use a smaller window."
+        )
+    return out
+
+
+def _check_groups(groups: Any, C: int, O: int, where: str, c_name: str, o_name: str) -> int:
+    if isinstance(groups, bool) or not isinstance(groups, (int, numpy.integer)) or groups < 1:
+        raise ValueError(f"{where}: groups must be a positive int, got {groups!r}.")
+    G = int(groups)
+    if C % G or O % G:
+        raise ValueError(
+            f"{where}: groups={G} must divide both {c_name} ({C}) and {o_name} ({O})."
+        )
+    return G
+
+
+def _bias_shape(n: int, O: int) -> tuple:
+    return (1, O) + (1,) * n
+
+
+def _check_bias(b: Any, O: int, where: str) -> None:
+    if b is not None and tuple(b.shape) != (O,):
+        raise ValueError(f"{where}: b must have shape ({O},), one value per output channel, got {tuple(b.shape)}.")
+
+
+# The three products a convolution needs. Shapes below: G groups, Cg = C / G input channels per
+# group, Og = O / G output channels per group, K = prod(k), L = prod(out).
+
+
+def _conv_forward(xp, X, W, k, s, p, d, G, out):
+    """X (nB, C, *size), W (O, Cg, *k) -> (nB, O, *out)"""
+    nB, C = X.shape[:2]
+    O = W.shape[0]
+    col = im2col_nd_out(xp, X, k, s, p, d, out)
+    L = int(numpy.prod(out))
+    col = col.reshape(nB, G, -1, L)  # (nB, G, Cg*K, L)
+    Wg = W.reshape(G, O // G, -1)  # (G, Og, Cg*K)
+    Y = xp.matmul(Wg, col)  # (nB, G, Og, L)
+    return Y.reshape((nB, O) + tuple(out))
+
+
+def _conv_backward_data(xp, dY, W, size, s, p, d, G):
+    """dY (nB, O, *out), W (O, Cg, *k) -> dX (nB, C, *size)"""
+    n = len(size)
+    nB, O = dY.shape[:2]
+    out = dY.shape[2:]
+    k = W.shape[2:]
+    Cg = W.shape[1]
+    L = int(numpy.prod(out))
+    Wg = W.reshape(G, O // G, -1)  # (G, Og, Cg*K)
+    dcol = xp.matmul(Wg.transpose(0, 2, 1), dY.reshape(nB, G, O // G, L))  # (nB, G, Cg*K, L)
+    dcol = dcol.reshape((nB, G * Cg) + tuple(k) + tuple(out))
+    return col2im_nd(xp, dcol, size[:n], s, p, d)
+
+
+def _conv_backward_filter(xp, dY, X, k, s, p, d, G):
+    """dY (nB, O, *out), X (nB, C, *size) -> dW (O, Cg, *k)"""
+    nB, C = X.shape[:2]
+    O = dY.shape[1]
+    out = dY.shape[2:]
+    L = int(numpy.prod(out))
+    col = im2col_nd_out(xp, X, k, s, p, d, out).reshape(nB, G, -1, L)
+    # Fold the batch into the contracted axis so that each group is one matrix product.
+    col = col.transpose(1, 2, 0, 3).reshape(G, -1, nB * L)  # (G, Cg*K, nB*L)
+    dYg = dY.reshape(nB, G, O // G, L).transpose(1, 2, 0, 3).reshape(G, O // G, nB * L)
+    dW = xp.matmul(dYg, col.transpose(0, 2, 1))  # (G, Og, Cg*K)
+    return dW.reshape((O, C // G) + tuple(k))
+
+
+class ConvOps:
+    """N-d convolution, deconvolution and pooling methods for an Ops (uses self.xp only)."""
+
+    xp: Any
+
+    # ------------------------------------------------------------------ convolution
+
+    @staticmethod
+    def _conv_args(where, X, W, stride, pad, dilation, groups):
+        n = _n_spatial(X, "X", where)
+        if getattr(W, "ndim", None) != n + 2:
+            raise ValueError(
+                f"{where}: W must have {n + 2} axes (O, C // groups, *k) for X of shape "
+                f"{tuple(X.shape)}, got shape {tuple(getattr(W, 'shape', ()))}."
+            )
+        k, s, p, d = _settings(n, where, W.shape[2:], stride, pad, dilation)
+        return n, k, s, p, d
+
+    def conv_nd(
+        self,
+        X: Any,
+        W: Any,
+        b: Optional[Any] = None,
+        stride: Any = 1,
+        pad: Any = 0,
+        dilation: Any = 1,
+        groups: int = 1,
+        cover_all: bool = False,
+    ) -> Any:
+        """Cross-correlate X with the filters W (plus b per output channel).
+
+        X (nB, C, *size), W (O, C // groups, *k), b (O,) -> (nB, O, *out)
+        """
+        where = "Ops.conv_nd"
+        n, k, s, p, d = ConvOps._conv_args(where, X, W, stride, pad, dilation, groups)
+        G = _check_groups(groups, X.shape[1], W.shape[0], where, "X's channels", "W's output channels")
+        if W.shape[1] * G != X.shape[1]:
+            raise ValueError(
+                f"{where}: W's second axis must be C // groups = {X.shape[1]} // {G}, got W of shape "
+                f"{tuple(W.shape)} for X of shape {tuple(X.shape)}."
+            )
+        _check_bias(b, W.shape[0], where)
+        out = _outsizes(X.shape[2:], k, s, p, d, cover_all, where)
+        Y = _conv_forward(self.xp, X, W, k, s, p, d, G, out)
+        if b is not None:
+            Y += b.reshape(_bias_shape(n, W.shape[0]))
+        return Y.astype(X.dtype, copy=False)
+
+    def backprop_conv_nd(
+        self,
+        dY: Any,
+        X: Any,
+        W: Any,
+        stride: Any = 1,
+        pad: Any = 0,
+        dilation: Any = 1,
+        groups: int = 1,
+        cover_all: bool = False,
+    ) -> Tuple[Any, Any, Any]:
+        """Gradients of conv_nd for its input, filters and bias.
+
+        dY (nB, O, *out), X (nB, C, *size), W (O, C // groups, *k) -> (dX, dW, db (O,))
+        """
+        where = "Ops.backprop_conv_nd"
+        n, k, s, p, d = ConvOps._conv_args(where, X, W, stride, pad, dilation, groups)
+        G = _check_groups(groups, X.shape[1], W.shape[0], where, "X's channels", "W's output channels")
+        out = _outsizes(X.shape[2:], k, s, p, d, cover_all, where)
+        expected = (X.shape[0], W.shape[0]) + out
+        if tuple(dY.shape) != expected:
+            raise ValueError(f"{where}: dY must have shape {expected} (conv_nd's output), got {tuple(dY.shape)}.")
+        xp = self.xp
+        dX = _conv_backward_data(xp, dY, W, X.shape[2:], s, p, d, G).astype(X.dtype, copy=False)
+        dW = _conv_backward_filter(xp, dY, X, k, s, p, d, G).astype(W.dtype, copy=False)
+        db = dY.sum(axis=(0,) + tuple(range(2, 2 + n)))
+        return dX, dW, db
+
+    # ------------------------------------------------------------------ deconvolution
+
+    @staticmethod
+    def _deconv_out(where, size, k, s, p, d, outsize):
+        n = len(k)
+        if outsize is None:
+            out = tuple(deconv_outsize(size[i], k[i], s[i], p[i], False, d[i]) for i in range(n))
+            if any(o < 1 for o in out):
+                raise ValueError(
+                    f"{where}: the output size {out} for input size {tuple(size)}, ksize {k}, stride {s}, "
+                    f"pad {p} is not positive; use a smaller pad."
+                )
+            return out
+        out = as_nd_tuple(outsize, n, "outsize", where)
+        for i in range(n):
+            fits = {conv_outsize(out[i], k[i], s[i], p[i], c, d[i]) for c in (False, True)}
+            if size[i] not in fits:
+                lo = deconv_outsize(size[i], k[i], s[i], p[i], True, d[i])
+                hi = deconv_outsize(size[i], k[i], s[i], p[i], False, d[i]) + s[i] - 1
+                raise ValueError(
+                    f"{where}: outsize {tuple(out)} does not fit input size {tuple(size)} on axis {i}: "
+                    f"with ksize {k}, stride {s}, pad {p} it must lie in [{lo}, {hi}]."
+                )
+        return out
+
+    def deconv_nd(
+        self,
+        X: Any,
+        W: Any,
+        b: Optional[Any] = None,
+        stride: Any = 1,
+        pad: Any = 0,
+        dilation: Any = 1,
+        groups: int = 1,
+        outsize: Any = None,
+    ) -> Any:
+        """Transposed convolution: the adjoint of conv_nd with respect to its input.
+
+        X (nB, C, *size), W (C, O // groups, *k), b (O,) -> (nB, O, *outsize)
+        """
+        where = "Ops.deconv_nd"
+        n, k, s, p, d = ConvOps._conv_args(where, X, W, stride, pad, dilation, groups)
+        if W.shape[0] != X.shape[1]:
+            raise ValueError(
+                f"{where}: W's first axis must equal X's channels ({X.shape[1]}), got W of shape "
+                f"{tuple(W.shape)}."
+            )
+        G = _check_groups(groups, X.shape[1], X.shape[1], where, "X's channels", "X's channels")
+        O = W.shape[1] * G
+        _check_bias(b, O, where)
+        out = ConvOps._deconv_out(where, X.shape[2:], k, s, p, d, outsize)
+        Y = _conv_backward_data(self.xp, X, W, out, s, p, d, G)
+        if b is not None:
+            Y += b.reshape(_bias_shape(n, O))
+        return Y.astype(X.dtype, copy=False)
+
+    def backprop_deconv_nd(
+        self,
+        dY: Any,
+        X: Any,
+        W: Any,
+        stride: Any = 1,
+        pad: Any = 0,
+        dilation: Any = 1,
+        groups: int = 1,
+    ) -> Tuple[Any, Any, Any]:
+        """Gradients of deconv_nd for its input, filters and bias (the output size is dY's).
+
+        dY (nB, O, *outsize), X (nB, C, *size), W (C, O // groups, *k) -> (dX, dW, db (O,))
+        """
+        where = "Ops.backprop_deconv_nd"
+        n, k, s, p, d = ConvOps._conv_args(where, X, W, stride, pad, dilation, groups)
+        G = _check_groups(groups, X.shape[1], X.shape[1], where, "X's channels", "X's channels")
+        O = W.shape[1] * G
+        if dY.ndim != n + 2 or dY.shape[:2] != (X.shape[0], O):
+            raise ValueError(
+                f"{where}: dY must have shape ({X.shape[0]}, {O}, *outsize), got {tuple(dY.shape)}."
+            )
+        ConvOps._deconv_out(where, X.shape[2:], k, s, p, d, dY.shape[2:])
+        xp = self.xp
+        dX = _conv_forward(xp, dY, W, k, s, p, d, G, tuple(X.shape[2:])).astype(X.dtype, copy=False)
+        # deconv is conv's data-gradient, so its filter gradient is conv's with dY and X swapped.
+        dW = _conv_backward_filter(xp, X, dY, k, s, p, d, G).astype(W.dtype, copy=False)
+        db = dY.sum(axis=(0,) + tuple(range(2, 2 + n)))
+        return dX, dW, db
+
+    # ------------------------------------------------------------------ pooling
+
+    @staticmethod
+    def _pool_args(where, X, ksize, stride, pad, cover_all):
+        n = _n_spatial(X, "X", where)
+        k, s, p, d = _settings(n, where, ksize, stride, pad)
+        out = _outsizes(X.shape[2:], k, s, p, d, cover_all, where)
+        return n, k, s, p, d, out
+
+    @staticmethod
+    def _pool_in_shape(where, in_shape, dY, n):
+        in_shape = tuple(int(v) for v in in_shape)
+        if len(in_shape) != n + 2 or in_shape[:2] != tuple(dY.shape[:2]):
+            raise ValueError(
+                f"{where}: in_shape must be the pooled input's full shape (nB, C, *size) matching dY "
+                f"{tuple(dY.shape)}, got {in_shape}."
+            )
+        return in_shape
+
+    def max_pool_nd(
+        self, X: Any, ksize: Any, stride: Any = None, pad: Any = 0, cover_all: bool = True
+    ) -> Tuple[Any, Any]:
+        """Maximum over each window (padding never wins); stride defaults to ksize.
+
+        X (nB, C, *size) -> (Y (nB, C, *out), which (nB, C, *out) int32: flat index in the window)
+        """
+        where = "Ops.max_pool_nd"
+        n, k, s, p, d, out = ConvOps._pool_args(where, X, ksize, stride, pad, cover_all)
+        xp = self.xp
+        low = -numpy.inf if X.dtype.kind == "f" else numpy.iinfo(X.dtype).min
+        col = im2col_nd_out(xp, X, k, s, p, d, out, pad_value=low)
+        col = col.reshape(X.shape[:2] + (-1,) + out)
+        which = col.argmax(axis=2)
+        Y = xp.take_along_axis(col, which[:, :, None], axis=2)[:, :, 0]
+        return Y, which.astype("int32")
+
+    def backprop_max_pool_nd(
+        self,
+        dY: Any,
+        which: Any,
+        in_shape: Sequence[int],
+        ksize: Any,
+        stride: Any = None,
+        pad: Any = 0,
+        cover_all: bool = True,
+    ) -> Any:
+        """Route each output gradient to the input element that won its window.
+
+        dY (nB, C, *out), which (nB, C, *out), in_shape = X.shape -> dX (nB, C, *size)
+        """
+        where = "Ops.backprop_max_pool_nd"
+        n = _n_spatial(dY, "dY", where)
+        in_shape = ConvOps._pool_in_shape(where, in_shape, dY, n)
+        k, s, p, d = _settings(n, where, ksize, stride, pad)
+        if tuple(which.shape) != tuple(dY.shape):
+            raise ValueError(f"{where}: which must have dY's shape {tuple(dY.shape)}, got {tuple(which.shape)}.")
+        xp = self.xp
+        K = int(numpy.prod(k))
+        # One-hot over the window axis instead of a scatter: the same code runs on cupy.
+        hot = xp.arange(K).reshape((1, 1, K) + (1,) * n) == which[:, :, None]
+        dcol = (hot * dY[:, :, None]).astype(dY.dtype, copy=False)
+        dcol = dcol.reshape(tuple(dY.shape[:2]) + k + tuple(dY.shape[2:]))
+        return col2im_nd(xp, dcol, in_shape[2:], s, p, d)
+
+    def avg_pool_nd(
+        self, X: Any, ksize: Any, stride: Any = None, pad: Any = 0, cover_all: bool = False
+    ) -> Any:
+        """Mean over each window, padding counted as zeros (the divisor is always prod(ksize)).
+
+        X (nB, C, *size) -> (nB, C, *out)
+        """
+        where = "Ops.avg_pool_nd"
+        n, k, s, p, d, out = ConvOps._pool_args(where, X, ksize, stride, pad, cover_all)
+        col = im2col_nd_out(self.xp, X, k, s, p, d, out)
+        Y = col.reshape(X.shape[:2] + (-1,) + out).mean(axis=2)
+        return Y.astype(X.dtype, copy=False)
+
+    def backprop_avg_pool_nd(
+        self,
+        dY: Any,
+        in_shape: Sequence[int],
+        ksize: Any,
+        stride: Any = None,
+        pad: Any = 0,
+        cover_all: bool = False,
+    ) -> Any:
+        """Spread each output gradient evenly over its window.
+
+        dY (nB, C, *out), in_shape = X.shape -> dX (nB, C, *size)
+        """
+        where = "Ops.backprop_avg_pool_nd"
+        n = _n_spatial(dY, "dY", where)
+        in_shape = ConvOps._pool_in_shape(where, in_shape, dY, n)
+        k, s, p, d = _settings(n, where, ksize, stride, pad)
+        xp = self.xp
+        K = int(numpy.prod(k))
+        shape = tuple(dY.shape[:2]) + k + tuple(dY.shape[2:])
+        dcol = xp.broadcast_to((dY / K).astype(dY.dtype, copy=False)[(slice(None), slice(None)) + (None,) * n], shape)
+        return col2im_nd(xp, dcol, in_shape[2:], s, p, d)
+
+    def unpool_nd(
+        self,
+        X: Any,
+        ksize: Any,
+        stride: Any = None,
+        pad: Any = 0,
+        outsize: Any = None,
+        cover_all: bool = True,
+    ) -> Any:
+        """Copy each value over its whole window and sum where windows overlap (pooling's inverse).
+
+        X (nB, C, *size) -> (nB, C, *outsize); outsize defaults to the smallest image whose pooled
+        size (with these settings) is X's.
+        """
+        where = "Ops.unpool_nd"
+        n = _n_spatial(X, "X", where)
+        k, s, p, d = _settings(n, where, ksize, stride, pad)
+        size = tuple(X.shape[2:])
+        if outsize is None:
+            out = tuple(deconv_outsize(size[i], k[i], s[i], p[i], cover_all) for i in range(n))
+            if any(o < 1 for o in out):
+                raise ValueError(
+                    f"{where}: the output size {out} for input size {size}, ksize {k}, stride {s}, pad {p} "
+                    f"is not positive; use a smaller pad."
+                )
+        else:
+            out = as_nd_tuple(outsize, n, "outsize", where)
+            back = tuple(conv_outsize(out[i], k[i], s[i], p[i], cover_all) for i in range(n))
+            if back != size:
+                raise ValueError(
+                    f"{where}: outsize {out} pools back to {back} with ksize {k}, stride {s}, pad {p}, "
+                    f"cover_all={cover_all}, not to X's spatial size {size}."
+                )
+        xp = self.xp
+        col = xp.broadcast_to(X[(slice(None), slice(None)) + (None,) * n], tuple(X.shape[:2]) + k + size)
+        return col2im_nd(xp, col, out, s, p, d)
+
+    def backprop_unpool_nd(
+        self,
+        dY: Any,
+        in_shape: Sequence[int],
+        ksize: Any,
+        stride: Any = None,
+        pad: Any = 0,
+        cover_all: bool = True,
+    ) -> Any:
+        """Sum the output gradient over each window.
+
+        dY (nB, C, *outsize), in_shape = X.shape -> dX (nB, C, *size)
+        """
+        where = "Ops.backprop_unpool_nd"
+        n = _n_spatial(dY, "dY", where)
+        in_shape = ConvOps._pool_in_shape(where, in_shape, dY, n)
+        k, s, p, d = _settings(n, where, ksize, stride, pad)
+        col = im2col_nd_out(self.xp, dY, k, s, p, d, in_shape[2:])
+        return col.sum(axis=tuple(range(2, 2 + n)))

@@ -1,0 +1,70 @@
+"""convolution_2d: 2-D cross-correlation of an image batch with a bank of filters."""
+from typing import Any
+
+from ... import cuda, function
+from ....backends._conv_ops import ConvOps
+from ...utils import type_check
+
+
+def _pair(v: Any) -> Any:
+    return tuple(v) if isinstance(v, (list, tuple)) else (v, v)
+
+
+class Convolution2DFunction(function.Function):
+    """x (n, c_I, h, w), W (c_O, c_I, k_H, k_W) [, b (c_O,)] -> (n, c_O, h_O, w_O)"""
+
+    def __init__(self, stride: Any = 1, pad: Any = 0, use_cudnn: bool = True, cover_all: bool = False) -> None:
+        self.sy, self.sx = _pair(stride)
+        self.ph, self.pw = _pair(pad)
+        self.use_cudnn = use_cudnn
+        self.cover_all = cover_all
+
+    def check_type_forward(self, in_types: Any) -> None:
+        n_in = in_types.size()
+        type_check.expect(2 <= n_in, n_in <= 3)
+        x_type, w_type = in_types[:2]
+        type_check.expect(
+            x_type.dtype.kind == "f",
+            w_type.dtype == x_type.dtype,
+            x_type.ndim == 4,
+            w_type.ndim == 4,
+            x_type.shape[1] == w_type.shape[1],
+        )
+        if n_in.eval() == 3:
+            b_type = in_types[2]
+            type_check.expect(
+                b_type.dtype == x_type.dtype,
+                b_type.ndim == 1,
+                b_type.shape[0] == w_type.shape[0],
+            )
+
+    def _settings(self) -> dict:
+        return dict(stride=(self.sy, self.sx), pad=(self.ph, self.pw), cover_all=self.cover_all)
+
+    def forward(self, inputs: tuple) -> tuple:
+        x, W = inputs[:2]
+        b = inputs[2] if len(inputs) == 3 else None
+        ops = cuda._ops_for(x)
+        return ConvOps.conv_nd(ops, x, W, b, **self._settings()),
+
+    def backward(self, inputs: tuple, grad_outputs: tuple) -> tuple:
+        x, W = inputs[:2]
+        ops = cuda._ops_for(x)
+        gx, gW, gb = ConvOps.backprop_conv_nd(ops, grad_outputs[0], x, W, **self._settings())
+        if len(inputs) == 3:
+            return gx, gW, gb
+        return gx, gW
+
+
+def convolution_2d(
+    x: Any, W: Any, b: Any = None, stride: Any = 1, pad: Any = 0, use_cudnn: bool = True, cover_all: bool = False
+) -> Any:
+    """2-D convolution (cross-correlation) of x with the filters W, plus b per output channel.
+
+    x (n, c_I, h, w), W (c_O, c_I, k_H, k_W), b (c_O,) -> (n, c_O, h_O, w_O) with
+    h_O = (h + 2 p_H - k_H) // s_Y + 1 (and likewise w_O); stride and pad are an int or a pair.
+    """
+    func = Convolution2DFunction(stride, pad, use_cudnn, cover_all)
+    if b is None:
+        return func(x, W)
+    return func(x, W, b)

@@ -1,0 +1,1 @@
+"""Spatial pooling functions (max, average, unpooling, spatial pyramid)."""

@@ -1,0 +1,32 @@
+"""Pooling2D: the settings and type check shared by the 2-D pooling functions."""
+from typing import Any
+
+from ... import function
+from ...utils import type_check
+
+
+def _pair(v: Any) -> Any:
+    return tuple(v) if isinstance(v, (list, tuple)) else (v, v)
+
+
+class Pooling2D(function.Function):
+    """Base of the pooling functions over the last two axes of x (n, c, h, w)."""
+
+    def __init__(
+        self, ksize: Any, stride: Any = None, pad: Any = 0, cover_all: bool = True, use_cudnn: bool = True
+    ) -> None:
+        if stride is None:
+            stride = ksize
+        self.kh, self.kw = _pair(ksize)
+        self.sy, self.sx = _pair(stride)
+        self.ph, self.pw = _pair(pad)
+        self.cover_all = cover_all
+        self.use_cudnn = use_cudnn
+
+    def check_type_forward(self, in_types: Any) -> None:
+        type_check.expect(in_types.size() == 1)
+        x_type = in_types[0]
+        type_check.expect(x_type.dtype.kind == "f", x_type.ndim == 4)
+
+    def _settings(self) -> dict:
+        return dict(ksize=(self.kh, self.kw), stride=(self.sy, self.sx), pad=(self.ph, self.pw))
