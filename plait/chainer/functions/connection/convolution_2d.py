@@ -2,20 +2,16 @@
 from typing import Any
 
 from ... import cuda, function
-from ....backends._conv_ops import ConvOps
+from ....backends._conv import as_nd_tuple
 from ...utils import type_check
-
-
-def _pair(v: Any) -> Any:
-    return tuple(v) if isinstance(v, (list, tuple)) else (v, v)
 
 
 class Convolution2DFunction(function.Function):
     """x (n, c_I, h, w), W (c_O, c_I, k_H, k_W) [, b (c_O,)] -> (n, c_O, h_O, w_O)"""
 
     def __init__(self, stride: Any = 1, pad: Any = 0, use_cudnn: bool = True, cover_all: bool = False) -> None:
-        self.sy, self.sx = _pair(stride)
-        self.ph, self.pw = _pair(pad)
+        self.sy, self.sx = as_nd_tuple(stride, 2, "stride", "convolution_2d")
+        self.ph, self.pw = as_nd_tuple(pad, 2, "pad", "convolution_2d", minimum=0)
         self.use_cudnn = use_cudnn
         self.cover_all = cover_all
 
@@ -45,12 +41,12 @@ class Convolution2DFunction(function.Function):
         x, W = inputs[:2]
         b = inputs[2] if len(inputs) == 3 else None
         ops = cuda._ops_for(x)
-        return ConvOps.conv_nd(ops, x, W, b, **self._settings()),
+        return ops.conv_nd(x, W, b, **self._settings()),
 
     def backward(self, inputs: tuple, grad_outputs: tuple) -> tuple:
         x, W = inputs[:2]
         ops = cuda._ops_for(x)
-        gx, gW, gb = ConvOps.backprop_conv_nd(ops, grad_outputs[0], x, W, **self._settings())
+        gx, gW, gb = ops.backprop_conv_nd(grad_outputs[0], x, W, **self._settings())
         if len(inputs) == 3:
             return gx, gW, gb
         return gx, gW

@@ -2,20 +2,16 @@
 from typing import Any
 
 from ... import cuda, function
-from ....backends._conv_ops import ConvOps
+from ....backends._conv import as_nd_tuple
 from ...utils import type_check
-
-
-def _pair(v: Any) -> Any:
-    return tuple(v) if isinstance(v, (list, tuple)) else (v, v)
 
 
 class Deconvolution2DFunction(function.Function):
     """x (n, c_I, h, w), W (c_I, c_O, k_H, k_W) [, b (c_O,)] -> (n, c_O, h_O, w_O)"""
 
     def __init__(self, stride: Any = 1, pad: Any = 0, outsize: Any = None, use_cudnn: bool = True) -> None:
-        self.sy, self.sx = _pair(stride)
-        self.ph, self.pw = _pair(pad)
+        self.sy, self.sx = as_nd_tuple(stride, 2, "stride", "deconvolution_2d")
+        self.ph, self.pw = as_nd_tuple(pad, 2, "pad", "deconvolution_2d", minimum=0)
         self.outh, self.outw = (None, None) if outsize is None else tuple(outsize)
         self.use_cudnn = use_cudnn
 
@@ -43,14 +39,14 @@ class Deconvolution2DFunction(function.Function):
         b = inputs[2] if len(inputs) == 3 else None
         ops = cuda._ops_for(x)
         outsize = None if self.outh is None else (self.outh, self.outw)
-        y = ConvOps.deconv_nd(ops, x, W, b, stride=(self.sy, self.sx), pad=(self.ph, self.pw), outsize=outsize)
+        y = ops.deconv_nd(x, W, b, stride=(self.sy, self.sx), pad=(self.ph, self.pw), outsize=outsize)
         return y,
 
     def backward(self, inputs: tuple, grad_outputs: tuple) -> tuple:
         x, W = inputs[:2]
         ops = cuda._ops_for(x)
-        gx, gW, gb = ConvOps.backprop_deconv_nd(
-            ops, grad_outputs[0], x, W, stride=(self.sy, self.sx), pad=(self.ph, self.pw)
+        gx, gW, gb = ops.backprop_deconv_nd(
+            grad_outputs[0], x, W, stride=(self.sy, self.sx), pad=(self.ph, self.pw)
         )
         if len(inputs) == 3:
             return gx, gW, gb

@@ -2,7 +2,6 @@
 from typing import Any
 
 from ... import cuda
-from ....backends._conv_ops import ConvOps
 from .pooling_2d import Pooling2D
 
 
@@ -14,12 +13,12 @@ class AveragePooling2D(Pooling2D):
     def forward(self, inputs: tuple) -> tuple:
         x = inputs[0]
         ops = cuda._ops_for(x)
-        return ConvOps.avg_pool_nd(ops, x, cover_all=False, **self._settings()),
+        return ops.avg_pool_nd(x, cover_all=False, **self._settings()),
 
     def backward(self, inputs: tuple, grad_outputs: tuple) -> tuple:
         x = inputs[0]
         ops = cuda._ops_for(x)
-        return ConvOps.backprop_avg_pool_nd(ops, grad_outputs[0], x.shape, cover_all=False, **self._settings()),
+        return ops.backprop_avg_pool_nd(grad_outputs[0], x.shape, cover_all=False, **self._settings()),
 
 
 def average_pooling_2d(x: Any, ksize: Any, stride: Any = None, pad: Any = 0, use_cudnn: bool = True) -> Any:

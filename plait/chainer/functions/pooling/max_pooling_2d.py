@@ -2,7 +2,6 @@
 from typing import Any
 
 from ... import cuda
-from ....backends._conv_ops import ConvOps
 from .pooling_2d import Pooling2D
 
 
@@ -12,14 +11,14 @@ class MaxPooling2D(Pooling2D):
     def forward(self, inputs: tuple) -> tuple:
         x = inputs[0]
         ops = cuda._ops_for(x)
-        y, self.indexes = ConvOps.max_pool_nd(ops, x, cover_all=self.cover_all, **self._settings())
+        y, self.indexes = ops.max_pool_nd(x, cover_all=self.cover_all, **self._settings())
         return y,
 
     def backward(self, inputs: tuple, grad_outputs: tuple) -> tuple:
         x = inputs[0]
         ops = cuda._ops_for(x)
-        gx = ConvOps.backprop_max_pool_nd(
-            ops, grad_outputs[0], self.indexes, x.shape, cover_all=self.cover_all, **self._settings()
+        gx = ops.backprop_max_pool_nd(
+            grad_outputs[0], self.indexes, x.shape, cover_all=self.cover_all, **self._settings()
         )
         return gx,
 

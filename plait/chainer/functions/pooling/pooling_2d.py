@@ -2,11 +2,8 @@
 from typing import Any
 
 from ... import function
+from ....backends._conv import as_nd_tuple
 from ...utils import type_check
-
-
-def _pair(v: Any) -> Any:
-    return tuple(v) if isinstance(v, (list, tuple)) else (v, v)
 
 
 class Pooling2D(function.Function):
@@ -17,9 +14,9 @@ class Pooling2D(function.Function):
     ) -> None:
         if stride is None:
             stride = ksize
-        self.kh, self.kw = _pair(ksize)
-        self.sy, self.sx = _pair(stride)
-        self.ph, self.pw = _pair(pad)
+        self.kh, self.kw = as_nd_tuple(ksize, 2, "ksize", "Pooling2D")
+        self.sy, self.sx = as_nd_tuple(stride, 2, "stride", "Pooling2D")
+        self.ph, self.pw = as_nd_tuple(pad, 2, "pad", "Pooling2D", minimum=0)
         self.cover_all = cover_all
         self.use_cudnn = use_cudnn
 

@@ -3,7 +3,6 @@ import math
 from typing import Any
 
 from ... import cuda, function
-from ....backends._conv_ops import ConvOps
 from ...utils import type_check
 from ...variable import Variable
 from .max_pooling_2d import MaxPooling2D
@@ -49,7 +48,7 @@ class SpatialPyramidPooling2D(function.Function):
         n = x.shape[0]
         ys, self.indexes, self.out_shapes = [], [], []
         for ksize, pad in self.levels:
-            y, which = ConvOps.max_pool_nd(ops, x, ksize, None, pad, cover_all=True)
+            y, which = ops.max_pool_nd(x, ksize, None, pad, cover_all=True)
             self.indexes.append(which)
             self.out_shapes.append(y.shape)
             ys.append(y.reshape(n, -1, 1, 1))
@@ -65,7 +64,7 @@ class SpatialPyramidPooling2D(function.Function):
             size = int(shape[1] * shape[2] * shape[3])
             g = gy[:, start : start + size].reshape(shape)
             start += size
-            part = ConvOps.backprop_max_pool_nd(ops, g, which, x.shape, ksize, None, pad, cover_all=True)
+            part = ops.backprop_max_pool_nd(g, which, x.shape, ksize, None, pad, cover_all=True)
             gx = part if gx is None else gx + part
         return gx,
 

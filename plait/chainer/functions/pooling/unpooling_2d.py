@@ -3,7 +3,6 @@ from typing import Any
 
 from ... import cuda
 from ....backends._conv import conv_outsize
-from ....backends._conv_ops import ConvOps
 from ...utils import type_check
 from .pooling_2d import Pooling2D
 
@@ -31,12 +30,12 @@ class Unpooling2D(Pooling2D):
         x = inputs[0]
         ops = cuda._ops_for(x)
         outsize = None if self.outh is None else (self.outh, self.outw)
-        return ConvOps.unpool_nd(ops, x, outsize=outsize, cover_all=self.cover_all, **self._settings()),
+        return ops.unpool_nd(x, outsize=outsize, cover_all=self.cover_all, **self._settings()),
 
     def backward(self, inputs: tuple, grad_outputs: tuple) -> tuple:
         x = inputs[0]
         ops = cuda._ops_for(x)
-        return ConvOps.backprop_unpool_nd(ops, grad_outputs[0], x.shape, cover_all=self.cover_all, **self._settings()),
+        return ops.backprop_unpool_nd(grad_outputs[0], x.shape, cover_all=self.cover_all, **self._settings()),
 
 
 def unpooling_2d(
