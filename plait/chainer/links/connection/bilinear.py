@@ -6,6 +6,7 @@ import numpy
 
 from ... import link
 from ...functions.connection import bilinear as _bilinear
+from . import _weights as _w
 
 
 class Bilinear(link.Link):
@@ -27,14 +28,13 @@ class Bilinear(link.Link):
     ) -> None:
         super().__init__()
         for name, value in (("left_size", left_size), ("right_size", right_size), ("out_size", out_size)):
-            if isinstance(value, bool) or not isinstance(value, (int, numpy.integer)) or value <= 0:
-                raise ValueError(f"Bilinear: {name} must be a positive int, got {value!r}.")
+            _w.check_positive("Bilinear", name, value)
         J, K, L = int(left_size), int(right_size), int(out_size)
         self.nobias = nobias
         self.add_param("W", (J, K, L))
         if initialW is None:
             initialW = numpy.random.normal(0, math.sqrt(1.0 / (J * K * L)), (J, K, L))
-        self._fill("W", initialW)
+        _w.fill("Bilinear", self.W, "W", initialW)
         if nobias:
             if initial_bias is not None:
                 raise ValueError("Bilinear: initial_bias was given together with nobias=True; drop one of them.")
@@ -54,15 +54,7 @@ class Bilinear(link.Link):
                 f"{(L,)}; got {type(initial_bias).__name__} {initial_bias!r}."
             )
         for name, value in zip(("V1", "V2", "b"), initial_bias):
-            self._fill(name, value)
-
-    def _fill(self, name: str, value: Any) -> None:
-        param = getattr(self, name)
-        if hasattr(value, "shape") and value.ndim and tuple(value.shape) != param.data.shape:
-            raise ValueError(
-                f"Bilinear: initial value for {name} has shape {tuple(value.shape)}, expected {param.data.shape}."
-            )
-        param.data[...] = value
+            _w.fill("Bilinear", getattr(self, name), name, value)
 
     def __call__(self, e1: Any, e2: Any) -> Any:
         """The bilinear layer applied to the left input e1 and the right input e2."""

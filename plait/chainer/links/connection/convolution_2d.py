@@ -1,32 +1,12 @@
 """Convolution2D: a 2-D convolution layer holding W (c_O, c_I, k_H, k_W) and b (c_O,)."""
-import math
 from typing import Any, Optional
 
 import numpy
 
-from ... import link, variable
+from ....backends._conv import as_nd_tuple
+from ... import link
 from ...functions.connection import convolution_2d as _conv
-
-
-def _pair(v: Any) -> tuple:
-    return tuple(v) if isinstance(v, (list, tuple)) else (v, v)
-
-
-def _check_positive(where: str, name: str, value: Any, allow_none: bool = False) -> None:
-    if allow_none and value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, numpy.integer)) or value <= 0:
-        kind = "a positive int or None" if allow_none else "a positive int"
-        raise ValueError(f"{where}: {name} must be {kind}, got {value!r}.")
-
-
-def _fill(where: str, param: Any, name: str, value: Any) -> None:
-    value = numpy.asarray(value) if isinstance(value, (list, tuple)) else value
-    if hasattr(value, "shape") and tuple(value.shape) != param.data.shape:
-        raise ValueError(
-            f"{where}: initial value for {name} has shape {tuple(value.shape)}, expected {param.data.shape}."
-        )
-    param.data[...] = value
+from . import _weights as _w
 
 
 class Convolution2D(link.Link):
@@ -52,12 +32,9 @@ class Convolution2D(link.Link):
         initial_bias: Any = None,
     ) -> None:
         super().__init__()
-        _check_positive("Convolution2D", "in_channels", in_channels, allow_none=True)
-        _check_positive("Convolution2D", "out_channels", out_channels)
-        kh, kw = _pair(ksize)
-        _check_positive("Convolution2D", "ksize", kh)
-        _check_positive("Convolution2D", "ksize", kw)
-        self.ksize = (int(kh), int(kw))
+        _w.check_positive("Convolution2D", "in_channels", in_channels, allow_none=True)
+        _w.check_positive("Convolution2D", "out_channels", out_channels)
+        self.ksize = as_nd_tuple(ksize, 2, "ksize", "Convolution2D")
         self.stride = stride
         self.pad = pad
         self.use_cudnn = use_cudnn
@@ -68,30 +45,15 @@ class Convolution2D(link.Link):
             self.W = None
         else:
             self._initialize_params(int(in_channels))
-        if nobias:
-            self.b = None
-        else:
-            self.add_param("b", self.out_channels)
-            if initial_bias is None:
-                self.b.data[...] = bias
-            else:
-                _fill("Convolution2D", self.b, "b", initial_bias)
+        _w.init_bias(self, "Convolution2D", self.out_channels, nobias, bias, initial_bias)
 
     def _initialize_params(self, in_channels: int) -> None:
-        # W is registered in place of the None placeholder of a lazily sized layer.
-        self.__dict__.pop("W", None)
-        shape = (self.out_channels, in_channels) + self.ksize
-        self.add_param("W", shape)
-        if self._initialW is None:
-            std = self._wscale * math.sqrt(1.0 / (in_channels * self.ksize[0] * self.ksize[1]))
-            W = numpy.random.normal(0, std, shape)
-            self.W.data[...] = W if self._cpu else self.xp.asarray(W)
-        else:
-            _fill("Convolution2D", self.W, "W", self._initialW)
+        _w.init_weight(self, "Convolution2D", "W", (self.out_channels, in_channels) + self.ksize,
+                       in_channels * self.ksize[0] * self.ksize[1], self._wscale, self._initialW)
 
     def __call__(self, x: Any) -> Any:
         """Apply the convolution to x of shape (n, in_channels, h, w)."""
         if self.W is None:
-            data = x.data if isinstance(x, variable.Variable) else x
+            data = _w.input_array(x)
             self._initialize_params(int(data.shape[1]))
         return _conv.convolution_2d(x, self.W, self.b, self.stride, self.pad, self.use_cudnn)

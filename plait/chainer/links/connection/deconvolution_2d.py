@@ -1,12 +1,12 @@
 """Deconvolution2D: a 2-D transposed convolution layer holding W (c_I, c_O, k_H, k_W) and b (c_O,)."""
-import math
 from typing import Any, Optional
 
 import numpy
 
-from ... import link, variable
+from ....backends._conv import as_nd_tuple
+from ... import link
 from ...functions.connection import deconvolution_2d as _deconv
-from .convolution_2d import _check_positive, _fill, _pair
+from . import _weights as _w
 
 
 class Deconvolution2D(link.Link):
@@ -34,12 +34,9 @@ class Deconvolution2D(link.Link):
         initial_bias: Any = None,
     ) -> None:
         super().__init__()
-        _check_positive("Deconvolution2D", "in_channels", in_channels, allow_none=True)
-        _check_positive("Deconvolution2D", "out_channels", out_channels)
-        kh, kw = _pair(ksize)
-        _check_positive("Deconvolution2D", "ksize", kh)
-        _check_positive("Deconvolution2D", "ksize", kw)
-        self.ksize = (int(kh), int(kw))
+        _w.check_positive("Deconvolution2D", "in_channels", in_channels, allow_none=True)
+        _w.check_positive("Deconvolution2D", "out_channels", out_channels)
+        self.ksize = as_nd_tuple(ksize, 2, "ksize", "Deconvolution2D")
         self.stride = stride
         self.pad = pad
         self.outsize = outsize
@@ -51,29 +48,16 @@ class Deconvolution2D(link.Link):
             self.W = None
         else:
             self._initialize_params(int(in_channels))
-        if nobias:
-            self.b = None
-        else:
-            self.add_param("b", self.out_channels)
-            if initial_bias is None:
-                self.b.data[...] = bias
-            else:
-                _fill("Deconvolution2D", self.b, "b", initial_bias)
+        _w.init_bias(self, "Deconvolution2D", self.out_channels, nobias, bias, initial_bias)
 
     def _initialize_params(self, in_channels: int) -> None:
-        self.__dict__.pop("W", None)
-        shape = (in_channels, self.out_channels) + self.ksize
-        self.add_param("W", shape)
-        if self._initialW is None:
-            std = self._wscale * math.sqrt(1.0 / (in_channels * self.ksize[0] * self.ksize[1]))
-            W = numpy.random.normal(0, std, shape)
-            self.W.data[...] = W if self._cpu else self.xp.asarray(W)
-        else:
-            _fill("Deconvolution2D", self.W, "W", self._initialW)
+        # W is (c_I, c_O, k_H, k_W); its fan-in is counted over the input side, as in Chainer.
+        _w.init_weight(self, "Deconvolution2D", "W", (in_channels, self.out_channels) + self.ksize,
+                       in_channels * self.ksize[0] * self.ksize[1], self._wscale, self._initialW)
 
     def __call__(self, x: Any) -> Any:
         """Apply the deconvolution to x of shape (n, in_channels, h, w)."""
         if self.W is None:
-            data = x.data if isinstance(x, variable.Variable) else x
+            data = _w.input_array(x)
             self._initialize_params(int(data.shape[1]))
         return _deconv.deconvolution_2d(x, self.W, self.b, self.stride, self.pad, self.outsize, self.use_cudnn)
