@@ -299,6 +299,21 @@ class Model(Generic[InT, OutT]):
     def maybe_get_grad(self, name: str) -> Optional[FloatsXd]:
         return self.get_grad(name) if self.has_grad(name) else None
 
+    def _grad_buffer(self, name: str) -> Optional[FloatsXd]:
+        """The gradient array of param `name` to add into in place, or None to use inc_grad.
+
+        Only a gradient held in this process (no parameter-server proxy) with the param's shape
+        and dtype qualifies: inc_grad adds into that same array, so adding into it directly gives
+        the same result without a param-sized temporary (HashEmbed's table, for one).
+        """
+        if self._params.proxy is not None or not self._params.has_grad(self.id, name):
+            return None
+        grad = self._params.get_grad(self.id, name)
+        param = self.get_param(name)
+        if getattr(grad, "shape", None) != param.shape or getattr(grad, "dtype", None) != param.dtype:
+            return None
+        return grad
+
     def set_grad(self, name: str, value: FloatsXd) -> None:
         self._check_grad(name, value)
         self._params.set_grad(self.id, name, value)

@@ -80,7 +80,7 @@ def forward(model: Model[Ints1d, OutT], ids: Ints1d, is_train: bool) -> Tuple[Ou
         # Every row of dY goes to each of its token's rows: (nN, 1, nO) values broadcast over
         # the (nN, nK) keys. Once the table has a gradient buffer, the rows are added straight
         # into it (what inc_grad would do, without a table-sized temporary per step).
-        dE = _local_grad(model, "E", E)
+        dE = model._grad_buffer("E")
         if dE is not None:
             model.ops.scatter_add(dE, keys, dY.reshape((nN, 1, nO)))
         else:
@@ -90,21 +90,6 @@ def forward(model: Model[Ints1d, OutT], ids: Ints1d, is_train: bool) -> Tuple[Ou
         return model.ops.alloc1i(nN)
 
     return Y, backprop
-
-
-def _local_grad(model: Model, name: str, param: Floats2d) -> Optional[Floats2d]:
-    """The gradient array of `name` to accumulate into in place, or None to use inc_grad.
-
-    Only a gradient kept in this process (no parameter-server proxy) with the param's shape and
-    dtype qualifies; inc_grad adds into that same array, so the result is identical.
-    """
-    server = model._params
-    if server.proxy is not None or not model.has_grad(name):
-        return None
-    grad = model.get_grad(name)
-    if getattr(grad, "shape", None) != param.shape or getattr(grad, "dtype", None) != param.dtype:
-        return None
-    return grad
 
 
 def init(

@@ -898,3 +898,44 @@ def test_resizable_and_resize_linear_weighted():
 @needs_attr_skipping
 def test_resizable_roundtrip():
     _roundtrip(lambda: resizable(Linear(3, 2), resize_linear_weighted), numpy.ones((2, 2), dtype="f"))
+
+
+def test_hashembed_second_backprop_adds_into_the_same_gradient_array():
+    # From the second backprop on, HashEmbed adds its rows straight into the table's gradient
+    # (Model._grad_buffer); the result must be what inc_grad gives: the sum of both passes.
+    import numpy
+
+    from plait.api import HashEmbed
+
+    model = HashEmbed(nO=4, nV=13, seed=3)
+    ids = numpy.asarray([1, 5, 5, 9, 2**40], dtype="uint64")
+    model.initialize(X=ids)
+    Y, backprop = model.begin_update(ids)
+    dY1 = numpy.random.default_rng(0).standard_normal(Y.shape).astype("f")
+    dY2 = numpy.random.default_rng(1).standard_normal(Y.shape).astype("f")
+    backprop(dY1)
+    first = model.get_grad("E").copy()
+    buffer = model.get_grad("E")
+    backprop(dY2)
+    assert model.get_grad("E") is buffer
+    fresh = HashEmbed(nO=4, nV=13, seed=3)
+    fresh.initialize(X=ids)
+    fresh.set_param("E", model.get_param("E").copy())
+    _, bp_fresh = fresh.begin_update(ids)
+    bp_fresh(dY2)
+    numpy.testing.assert_allclose(model.get_grad("E"), first + fresh.get_grad("E"), rtol=1e-6, atol=1e-6)
+
+
+def test_model_grad_buffer_declines_without_a_local_gradient():
+    import numpy
+
+    from plait.api import HashEmbed
+
+    model = HashEmbed(nO=4, nV=13)
+    model.initialize(X=numpy.asarray([1, 2], dtype="uint64"))
+    assert model._grad_buffer("E") is None  # no gradient yet
+    # A gradient of another dtype (put on the param server directly) is left to inc_grad.
+    model._params.set_grad(model.id, "E", numpy.zeros((13, 4), dtype="float64"))
+    assert model._grad_buffer("E") is None
+    model.set_grad("E", numpy.zeros((13, 4), dtype="f"))
+    assert model._grad_buffer("E") is model.get_grad("E")
