@@ -43,7 +43,8 @@ def test_links_namespace():
     import plait.chainer.links as L
 
     for name in ("Linear", "Classifier", "PReLU", "Bilinear", "EmbedID", "GRU", "StatefulGRU",
-                 "LSTM", "Maxout", "Parameter", "BatchNormalization"):
+                 "LSTM", "Maxout", "Parameter", "BatchNormalization", "Convolution2D",
+                 "Deconvolution2D", "Inception", "InceptionBN", "MLPConvolution2D"):
         assert hasattr(L, name), name
     # F.LSTM stays the function class; the old link names live beside it.
     assert F.LSTM is not L.LSTM
