@@ -40,6 +40,9 @@ from .loss.cross_covariance import CrossCovariance, cross_covariance
 from .loss.hinge import Hinge, hinge
 from .loss.sigmoid_cross_entropy import SigmoidCrossEntropy, sigmoid_cross_entropy
 from .loss.vae import bernoulli_nll, gaussian_kl_divergence, gaussian_nll
+from .loss.ctc import ConnectionistTemporalClassification, connectionist_temporal_classification
+from .loss.hierarchical_softmax import BinaryHierarchicalSoftmaxFunction
+from .loss.negative_sampling import NegativeSamplingFunction, negative_sampling
 from .math.batch_l2_norm_squared import BatchL2NormSquared, batch_l2_norm_squared
 from .math.batch_matmul import BatchMatMul, batch_matmul
 from .math.inv import BatchInv, Inv, batch_inv, inv
@@ -62,6 +65,8 @@ from ..links.connection.embed_id import EmbedID  # noqa: E402
 from ..links.connection.linear import Linear  # noqa: E402
 from ..links.connection.parameter import Parameter  # noqa: E402
 from ..links.normalization.batch_normalization import BatchNormalization  # noqa: E402
+from ..links.loss.hierarchical_softmax import BinaryHierarchicalSoftmax  # noqa: E402
+from ..links.loss.negative_sampling import NegativeSampling  # noqa: E402
 
 __all__ = [
     "LeakyReLU", "leaky_relu", "LogSoftmax", "log_softmax", "ReLU", "relu", "Sigmoid",
@@ -88,4 +93,7 @@ __all__ = [
     "Dropout", "dropout", "Gaussian", "gaussian",
     "batch_normalization", "fixed_batch_normalization", "LocalResponseNormalization",
     "local_response_normalization",
+    "ConnectionistTemporalClassification", "connectionist_temporal_classification",
+    "BinaryHierarchicalSoftmaxFunction", "NegativeSamplingFunction", "negative_sampling",
+    "BinaryHierarchicalSoftmax", "NegativeSampling",
 ]
