@@ -14,6 +14,7 @@ DOCUMENTED = [
     "dropout", "gaussian", "batch_normalization", "fixed_batch_normalization",
     "local_response_normalization", "convolution_2d", "deconvolution_2d", "max_pooling_2d",
     "average_pooling_2d", "unpooling_2d", "spatial_pyramid_pooling_2d", "embed_id", "bilinear",
+    "connectionist_temporal_classification", "negative_sampling",
 ]
 
 
@@ -44,7 +45,8 @@ def test_links_namespace():
 
     for name in ("Linear", "Classifier", "PReLU", "Bilinear", "EmbedID", "GRU", "StatefulGRU",
                  "LSTM", "Maxout", "Parameter", "BatchNormalization", "Convolution2D",
-                 "Deconvolution2D", "Inception", "InceptionBN", "MLPConvolution2D"):
+                 "Deconvolution2D", "Inception", "InceptionBN", "MLPConvolution2D",
+                 "BinaryHierarchicalSoftmax", "NegativeSampling"):
         assert hasattr(L, name), name
     # F.LSTM stays the function class; the old link names live beside it.
     assert F.LSTM is not L.LSTM

@@ -12,11 +12,13 @@ from .connection.lstm import LSTM
 from .connection.maxout import Maxout
 from .connection.mlp_convolution_2d import MLPConvolution2D
 from .connection.parameter import Parameter
+from .loss.hierarchical_softmax import BinaryHierarchicalSoftmax
+from .loss.negative_sampling import NegativeSampling
 from .model.classifier import Classifier
 from .normalization.batch_normalization import BatchNormalization
 
 __all__ = [
     "Linear", "Classifier", "PReLU", "Bilinear", "EmbedID", "GRU", "StatefulGRU", "LSTM", "Maxout",
     "Parameter", "BatchNormalization", "Convolution2D", "Deconvolution2D",
-    "Inception", "InceptionBN", "MLPConvolution2D",
+    "Inception", "InceptionBN", "MLPConvolution2D", "BinaryHierarchicalSoftmax", "NegativeSampling",
 ]

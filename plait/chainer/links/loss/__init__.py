@@ -1,0 +1,1 @@
+"""Links that compute losses over large vocabularies (hierarchical softmax, negative sampling)."""
