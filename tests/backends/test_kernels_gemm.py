@@ -1,0 +1,204 @@
+"""NumpyOps.gemm through plait's own OpenBLAS (plait/backends/_blas.py) against numpy.matmul."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy
+import pytest
+
+from plait.backends import NumpyOps, Ops, _blas
+from plait.backends._kernels_cpu import gemm as gemm_kernel
+
+try:
+    _blas._private_library_path()
+    HAVE_PRIVATE = True
+except ImportError:
+    HAVE_PRIVATE = False
+
+needs_private = pytest.mark.skipif(not HAVE_PRIVATE, reason="scipy-openblas32 is not installed")
+
+
+@pytest.fixture
+def mode():
+    """Switch the BLAS mode for one test, then go back to the process's configuration."""
+    yield _blas.configure
+    _blas.configure(os.environ.get(_blas.VARIABLE, "auto").strip().lower() or "auto")
+
+
+def _operand(rng, rows, cols, dtype, layout):
+    """A (rows, cols) array whose memory layout is `layout`."""
+    if layout == "C":
+        return rng.standard_normal((rows, cols)).astype(dtype)
+    if layout == "F":
+        return numpy.asfortranarray(rng.standard_normal((rows, cols)).astype(dtype))
+    if layout == "padded":  # rows of a wider buffer: leading dimension > cols
+        return rng.standard_normal((rows, cols + 3)).astype(dtype)[:, 1 : cols + 1]
+    if layout == "padded_T":  # columns of a taller buffer, seen transposed
+        return rng.standard_normal((cols, rows + 5)).astype(dtype)[:, 2 : rows + 2].T
+    if layout == "strided":  # every other column: no unit stride, the kernel must decline
+        return rng.standard_normal((rows, 2 * cols)).astype(dtype)[:, ::2]
+    raise AssertionError(layout)
+
+
+LAYOUTS = ["C", "F", "padded", "padded_T", "strided"]
+
+
+@needs_private
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("layout_x", LAYOUTS)
+@pytest.mark.parametrize("layout_y", LAYOUTS)
+@pytest.mark.parametrize("trans1,trans2", [(False, False), (False, True), (True, False), (True, True)])
+def test_gemm_matches_numpy_for_every_layout(mode, dtype, layout_x, layout_y, trans1, trans2):
+    mode("openblas")
+    rng = numpy.random.default_rng(hash((dtype, layout_x, layout_y, trans1, trans2)) % 2**32)
+    M, K, N = 7, 13, 5
+    x = _operand(rng, *((K, M) if trans1 else (M, K)), dtype, layout_x)
+    y = _operand(rng, *((N, K) if trans2 else (K, N)), dtype, layout_y)
+    x_before, y_before = x.copy(), y.copy()
+    expected = (x.T if trans1 else x).astype("float64") @ (y.T if trans2 else y).astype("float64")
+    ops = NumpyOps()
+    got = ops.gemm(x, y, trans1=trans1, trans2=trans2)
+    assert got.dtype == numpy.dtype(dtype) and got.shape == (M, N)
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    numpy.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
+    out = numpy.full((M, N), numpy.nan, dtype=dtype)
+    assert ops.gemm(x, y, out=out, trans1=trans1, trans2=trans2) is out
+    numpy.testing.assert_allclose(out, expected, rtol=tol, atol=tol)
+    numpy.testing.assert_array_equal(x, x_before)
+    numpy.testing.assert_array_equal(y, y_before)
+
+
+@needs_private
+@pytest.mark.parametrize("seed", range(12))
+def test_gemm_random_shapes_agree_with_reference(mode, seed):
+    mode("openblas")
+    rng = numpy.random.default_rng(seed)
+    M, K, N = (int(v) for v in rng.integers(1, 300, size=3))
+    trans1, trans2 = bool(rng.integers(2)), bool(rng.integers(2))
+    x = rng.standard_normal((K, M) if trans1 else (M, K)).astype("float32")
+    y = rng.standard_normal((N, K) if trans2 else (K, N)).astype("float32")
+    got = NumpyOps().gemm(x, y, trans1=trans1, trans2=trans2)
+    ref = Ops().gemm(x, y, trans1=trans1, trans2=trans2)
+    numpy.testing.assert_allclose(got, ref, rtol=2e-4, atol=2e-4 * numpy.sqrt(K))
+
+
+@needs_private
+def test_kernel_declines_what_it_does_not_take(mode):
+    mode("openblas")
+    rng = numpy.random.default_rng(0)
+    a = rng.standard_normal((4, 6)).astype("float32")
+    b = rng.standard_normal((6, 3)).astype("float32")
+    assert gemm_kernel.gemm(a, b, None, False, False) is not None
+    assert gemm_kernel.gemm(a, b.astype("float64"), None, False, False) is None  # mixed dtypes
+    assert gemm_kernel.gemm(a.astype("float16"), b.astype("float16"), None, False, False) is None
+    assert gemm_kernel.gemm(a, b[:5], None, False, False) is None  # inner dimensions differ
+    assert gemm_kernel.gemm(a.tolist(), b, None, False, False) is None  # not arrays
+    assert gemm_kernel.gemm(a[None], b, None, False, False) is None  # 3-d
+    assert gemm_kernel.gemm(a[:, ::-1], b, None, False, False) is None  # negative stride
+    assert gemm_kernel.gemm(a, b, numpy.empty((4, 3), "float64"), False, False) is None
+    assert gemm_kernel.gemm(a, b, numpy.empty((3, 4), "float32").T, False, False) is None
+    readonly = numpy.empty((4, 3), "float32")
+    readonly.flags.writeable = False
+    assert gemm_kernel.gemm(a, b, readonly, False, False) is None
+
+
+@needs_private
+def test_output_overlapping_an_input_still_gives_the_product(mode):
+    mode("openblas")
+    rng = numpy.random.default_rng(1)
+    buf = rng.standard_normal((8, 8)).astype("float32")
+    x = buf.copy()
+    expected = x @ x
+    assert gemm_kernel.gemm(buf, buf, buf, False, False) is None
+    got = NumpyOps().gemm(buf, buf, out=buf)
+    numpy.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("chosen", ["numpy", "auto", "openblas"])
+def test_invalid_calls_raise_the_reference_errors(mode, chosen):
+    mode(chosen)
+    ops = NumpyOps()
+    x = numpy.ones((3, 4), "float32")
+    with pytest.raises(ValueError, match="inner dimensions differ"):
+        ops.gemm(x, numpy.ones((5, 2), "float32"))
+    with pytest.raises(ValueError, match="'out' must have shape"):
+        ops.gemm(x, numpy.ones((4, 2), "float32"), out=numpy.empty((2, 3), "float32"))
+    with pytest.raises((TypeError, ValueError), match="gemm"):
+        ops.gemm(x, numpy.ones((4, 2), "int32"))
+
+
+def test_numpy_mode_installs_nothing(mode):
+    got = mode("numpy")
+    assert got["library"] is None and "PLAIT_BLAS=numpy" in got["reason"]
+    a = numpy.ones((2, 2), "float32")
+    assert gemm_kernel.gemm(a, a, None, False, False) is None
+    numpy.testing.assert_array_equal(NumpyOps().gemm(a, a), a @ a)
+
+
+def test_unknown_mode_is_refused(mode, monkeypatch):
+    with pytest.raises(ValueError, match="'fastest'.*auto, numpy, openblas"):
+        mode("fastest")
+    monkeypatch.setenv("PLAIT_BLAS", "mkl")
+    with pytest.raises(ValueError, match="PLAIT_BLAS='mkl'.*auto, numpy, openblas"):
+        _blas._mode()
+
+
+ZEN4 = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 17
+flags\t\t: fpu sse2 avx2 fma avx512f avx512bw
+
+processor\t: 1
+vendor_id\t: AuthenticAMD
+"""
+
+
+def test_zen4_detection():
+    assert _blas.is_zen4(ZEN4)
+    assert not _blas.is_zen4(ZEN4.replace("avx512f ", ""))  # Zen 3: OpenBLAS already picks AVX2
+    assert not _blas.is_zen4(ZEN4.replace(": 25", ": 26"))  # Zen 5: full-width AVX-512, unmeasured
+    assert not _blas.is_zen4(ZEN4.replace("AuthenticAMD", "GenuineIntel"))
+    assert not _blas.is_zen4("")
+
+
+@needs_private
+def test_auto_mode_on_zen4_uses_avx2_kernels_only_for_float32():
+    """In a fresh process: what `auto` picks here, and that thread limits reach the private copy."""
+    code = r"""
+import json, threadpoolctl
+from plait.backends import NumpyOps, _blas
+NumpyOps()
+info = _blas.info()
+libs = [(i["filepath"], i["num_threads"]) for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+with threadpoolctl.threadpool_limits(1, user_api="blas"):
+    limited = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+print(json.dumps({"info": info, "zen4": _blas.is_zen4(), "libs": libs, "limited": limited}))
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("PLAIT_BLAS", "OPENBLAS_CORETYPE")}
+    env["PLAIT_NUM_THREADS"] = "2"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    if got["zen4"]:
+        assert got["info"]["corename"] == "Haswell"
+        assert got["info"]["float64"] is False
+        assert any(path == got["info"]["library"] for path, _ in got["libs"])
+        assert all(n <= 2 for _, n in got["libs"])
+    else:
+        assert got["info"]["library"] is None
+    assert all(n == 1 for n in got["limited"])
+
+
+@needs_private
+def test_user_coretype_is_respected():
+    code = "from plait.backends import NumpyOps, _blas; NumpyOps(); import json; print(json.dumps(_blas.info()))"
+    env = dict(os.environ, OPENBLAS_CORETYPE="Haswell")
+    env.pop("PLAIT_BLAS", None)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["library"] is None or not _blas.is_zen4()
+    if _blas.is_zen4():
+        assert "OPENBLAS_CORETYPE=Haswell" in got["reason"]
