@@ -121,12 +121,15 @@ def test_seq2col_equals_reference(P, R, threads, lengths, nW, with_lengths, nO, 
 @pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("nW", [1, 2])
-def test_seq2col_many_row_blocks(P, R, threads, dtype, nW):
-    """Hundreds of rows: work items of whole row blocks, sequences crossing their borders."""
+@pytest.mark.parametrize("nF", [7, 64, 131])
+def test_seq2col_many_row_blocks(P, R, threads, dtype, nW, nF):
+    """Hundreds of rows: work items of whole row blocks, sequences crossing their borders.
+
+    nF of 64 and more takes backprop_seq2col's 64-wide chunks (131: two and a tail)."""
     rng = numpy.random.default_rng(nW)
     L = rng.integers(0, 40, size=40).astype("int32")
-    X = values(rng, (int(L.sum()), 7), dtype, False)
-    dY = values(rng, (int(L.sum()), 7 * (2 * nW + 1)), dtype, False)
+    X = values(rng, (int(L.sum()), nF), dtype, False)
+    dY = values(rng, (int(L.sum()), nF * (2 * nW + 1)), dtype, False)
     with n_threads(threads):
         Y = P.seq2col(X, nW, lengths=L)
         dX = P.backprop_seq2col(dY, nW, lengths=L)
@@ -134,6 +137,8 @@ def test_seq2col_many_row_blocks(P, R, threads, dtype, nW):
     assert_same(Y, R.seq2col(X, nW, lengths=L))
     assert_same(dX, R.backprop_seq2col(dY, nW, lengths=L))
     assert_same(Y_one, R.seq2col(X, nW))
+    negative_zeros = numpy.full_like(dY, -0.0)
+    assert_same(P.backprop_seq2col(negative_zeros, nW, lengths=L), R.backprop_seq2col(negative_zeros, nW, lengths=L))
 
 
 def test_seq2col_window_wider_than_sequences(P, R):

@@ -37,6 +37,76 @@ cdef extern from *:
     int plait_seq_max_threads() nogil
     void __builtin_prefetch(const void* addr) nogil
 
+cdef extern from *:
+    """
+    #include <stdint.h>
+
+    /* backprop_seq2col's row loop is adds over short contiguous pieces: wider vectors halve
+       its instructions. GCC builds AVX-512, AVX2 and baseline copies and picks one at load;
+       adds are adds at any width, so every copy gives the same bits. */
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
+    #define PLAIT_SEQ_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+    #else
+    #define PLAIT_SEQ_CLONES
+    #endif
+    #define PLAIT_BPS2C_CHUNK 64
+
+    /* Rows r0..r1-1 of dX from dY (nM, (2 nW + 1) nF); j is the sequence holding row r0.
+       Slot k of row i holds row i + k - nW, so row r receives slot k of row r + nW - k for
+       the k that keep that row inside r's sequence, summed from the lowest k, starting at
+       +0 (the reference's order and its 0 + x, which turns -0.0 into 0.0). Each piece of
+       the output is summed in a local chunk and stored once. */
+    #define PLAIT_DEFINE_BPS2C(T, SUF)                                                           \
+    static PLAIT_SEQ_CLONES void plait_bps2c_rows_##SUF(                                         \
+            const T *restrict dY, T *restrict dX, const int64_t *offs, Py_ssize_t nF,            \
+            Py_ssize_t nW, Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t j, Py_ssize_t end,           \
+            Py_ssize_t prefetch_rows) {                                                          \
+        const Py_ssize_t width = (2 * nW + 1) * nF;                                              \
+        for (Py_ssize_t r = r0; r < r1; ++r) {                                                   \
+            while (offs[j + 1] <= r) ++j;                                                        \
+            /* The reads step back and forth over 2 nW + 1 rows, which defeats the hardware     \
+               prefetcher: fetch the row later outputs start on ahead of time. */                \
+            Py_ssize_t ahead = r + nW + prefetch_rows;                                           \
+            if (ahead < end) {                                                                   \
+                const char *line = (const char *)(dY + ahead * width);                           \
+                for (Py_ssize_t b = 0; b < width * (Py_ssize_t)sizeof(T); b += 64)               \
+                    __builtin_prefetch(line + b);                                                \
+            }                                                                                    \
+            const Py_ssize_t k0 = r + nW >= offs[j + 1] ? r + nW - offs[j + 1] + 1 : 0;          \
+            const Py_ssize_t k1 = r - nW < offs[j] ? r + nW - offs[j] : 2 * nW;                  \
+            T *dst = dX + r * nF;                                                                \
+            Py_ssize_t f0 = 0;                                                                   \
+            for (; f0 + PLAIT_BPS2C_CHUNK <= nF; f0 += PLAIT_BPS2C_CHUNK) {                      \
+                T acc[PLAIT_BPS2C_CHUNK];                                                        \
+                const T *src = dY + (r + nW - k0) * width + k0 * nF + f0;                        \
+                for (int f = 0; f < PLAIT_BPS2C_CHUNK; ++f) acc[f] = (T)0 + src[f];              \
+                for (Py_ssize_t k = k0 + 1; k <= k1; ++k) {                                      \
+                    src = dY + (r + nW - k) * width + k * nF + f0;                               \
+                    for (int f = 0; f < PLAIT_BPS2C_CHUNK; ++f) acc[f] += src[f];                \
+                }                                                                                \
+                for (int f = 0; f < PLAIT_BPS2C_CHUNK; ++f) dst[f0 + f] = acc[f];                \
+            }                                                                                    \
+            if (f0 < nF) {                                                                       \
+                const Py_ssize_t n = nF - f0;                                                    \
+                const T *src = dY + (r + nW - k0) * width + k0 * nF + f0;                        \
+                for (Py_ssize_t f = 0; f < n; ++f) dst[f0 + f] = (T)0 + src[f];                  \
+                for (Py_ssize_t k = k0 + 1; k <= k1; ++k) {                                      \
+                    src = dY + (r + nW - k) * width + k * nF + f0;                               \
+                    for (Py_ssize_t f = 0; f < n; ++f) dst[f0 + f] += src[f];                    \
+                }                                                                                \
+            }                                                                                    \
+        }                                                                                        \
+    }
+    PLAIT_DEFINE_BPS2C(float, f)
+    PLAIT_DEFINE_BPS2C(double, d)
+    """
+    void plait_bps2c_rows_f(const float* dY, float* dX, const int64_t* offs, Py_ssize_t nF,
+                            Py_ssize_t nW, Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t j,
+                            Py_ssize_t end, Py_ssize_t prefetch_rows) nogil
+    void plait_bps2c_rows_d(const double* dY, double* dX, const int64_t* offs, Py_ssize_t nF,
+                            Py_ssize_t nW, Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t j,
+                            Py_ssize_t end, Py_ssize_t prefetch_rows) nogil
+
 ctypedef fused index_t:
     int32_t
     int64_t
@@ -178,38 +248,15 @@ cdef void _seq2col_run(
         _seq2col_rows(X, Y, offs, nS, nF, nW, b * _ROW_BLOCK, min((b + 1) * _ROW_BLOCK, nM))
 
 
-cdef void _backprop_seq2col_rows(
+cdef inline void _backprop_seq2col_rows(
     const floating* dY, floating* dX, const int64_t* offs, Py_ssize_t nS, Py_ssize_t nF,
     Py_ssize_t nW, Py_ssize_t r0, Py_ssize_t r1,
 ) noexcept nogil:
-    cdef Py_ssize_t width = (2 * nW + 1) * nF, r, k, k0, k1, f, ahead
     cdef Py_ssize_t j = _seq_of_row(offs, nS, r0)
-    cdef floating* dst
-    cdef const floating* src
-    cdef const char* line
-    for r in range(r0, r1):
-        while offs[j + 1] <= r:
-            j += 1
-        # Each output row reads pieces of 2 * nW + 1 rows of dY, stepping back and forth, which
-        # defeats the hardware prefetcher; fetch the rows that later outputs start on ahead.
-        ahead = r + nW + _PREFETCH_ROWS
-        if ahead < offs[nS]:
-            line = <const char*>(dY + ahead * width)
-            for f in range(0, width * <Py_ssize_t>sizeof(floating), 64):
-                __builtin_prefetch(line + f)
-        # Slot k of row i holds row i + k - nW, so row r receives slot k from row r + nW - k,
-        # for the k that keep that row inside the sequence. Adding the slots from k = 0 up, to
-        # zero, is the order of the reference's sums (0 + x, not x, so -0.0 becomes 0.0).
-        k0 = r + nW - offs[j + 1] + 1 if r + nW >= offs[j + 1] else 0
-        k1 = r + nW - offs[j] if r - nW < offs[j] else 2 * nW
-        dst = dX + r * nF
-        src = dY + (r + nW - k0) * width + k0 * nF
-        for f in range(nF):
-            dst[f] = 0 + src[f]
-        for k in range(k0 + 1, k1 + 1):
-            src = dY + (r + nW - k) * width + k * nF
-            for f in range(nF):
-                dst[f] += src[f]
+    if floating is float:
+        plait_bps2c_rows_f(dY, dX, offs, nF, nW, r0, r1, j, offs[nS], _PREFETCH_ROWS)
+    else:
+        plait_bps2c_rows_d(dY, dX, offs, nF, nW, r0, r1, j, offs[nS], _PREFETCH_ROWS)
 
 
 cdef void _backprop_seq2col_run(
