@@ -106,12 +106,17 @@ class GatherKernels:
         eps: float,
         learn_rate: float,
         mod_rate: float = 1.0,
+        *,
+        keep_gradient: bool = False,
     ) -> Tuple[Floats1d, Floats1d, Floats1d, Floats1d]:
         if _optim is not None and _optim.adam(
-            weights, gradient, mom1, mom2, beta1, beta2, eps, learn_rate, mod_rate
+            weights, gradient, mom1, mom2, beta1, beta2, eps, learn_rate, mod_rate, keep_gradient
         ):
             return weights, gradient, mom1, mom2
-        return super().adam(weights, gradient, mom1, mom2, beta1, beta2, eps, learn_rate, mod_rate)
+        return super().adam(
+            weights, gradient, mom1, mom2, beta1, beta2, eps, learn_rate, mod_rate,
+            keep_gradient=keep_gradient,
+        )
 
     def adam_step(
         self,

@@ -604,17 +604,22 @@ class CupyOps(Ops):
         eps: float,
         learn_rate: float,
         mod_rate: float = 1.0,
+        *,
+        keep_gradient: bool = False,
     ) -> Tuple[Floats1d, Floats1d, Floats1d, Floats1d]:
-        """One fused Adam step in place on weights, mom1 and mom2, zeroing gradient (learn_rate bias-corrected by the caller)."""
+        """One fused Adam step in place on weights, mom1 and mom2, zeroing gradient unless keep_gradient (learn_rate bias-corrected by the caller)."""
         if not (self._fast(weights, gradient, mom1, mom2) and self._same_shape(weights, gradient, mom1, mom2)):
             return super().adam(
-                weights, gradient, mom1, mom2, beta1, beta2, eps, learn_rate, mod_rate=mod_rate
+                weights, gradient, mom1, mom2, beta1, beta2, eps, learn_rate, mod_rate=mod_rate,
+                keep_gradient=keep_gradient,
             )
         r = weights.dtype.type
+        # The kernel zeroes the gradient it reads; a kept gradient hands it a copy instead.
+        consumed = gradient.copy() if keep_gradient else gradient
         _k.launch(
             "plait_adam_fwd", weights.dtype, weights.size,
             (
-                weights, gradient, mom1, mom2,
+                weights, consumed, mom1, mom2,
                 r(beta1), r(beta2), r(1.0 - beta1), r(1.0 - beta2),
                 r(eps), r(learn_rate), r(mod_rate), _k.i64(weights.size),
             ),

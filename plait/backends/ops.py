@@ -1386,11 +1386,14 @@ class Ops(ConvOps):
         eps: float,
         learn_rate: float,
         mod_rate: float = 1.0,
+        *,
+        keep_gradient: bool = False,
     ) -> Tuple[Floats1d, Floats1d, Floats1d, Floats1d]:
         """One Adam step in place on weights, mom1 and mom2 (learn_rate already bias-corrected by the caller).
 
         The gradient is consumed: it is zeroed in place, as Thinc's compiled backends do, so that every
-        plait backend leaves the same state behind.
+        plait backend leaves the same state behind. `keep_gradient=True` (a plait addition) leaves it
+        as it was, for callers such as Chainer's optimizers whose gradients outlive the update.
         """
         for name, arr in (("gradient", gradient), ("mom1", mom1), ("mom2", mom2)):
             check_array("adam", name, arr, kind="f")
@@ -1400,7 +1403,8 @@ class Ops(ConvOps):
         mom2 *= beta2
         mom2 += (1.0 - beta2) * gradient * gradient
         weights -= learn_rate * (mom1 / (mod_rate * self.xp.sqrt(mom2) + eps))
-        gradient.fill(0)
+        if not keep_gradient:
+            gradient.fill(0)
         return weights, gradient, mom1, mom2
 
     def adam_step(

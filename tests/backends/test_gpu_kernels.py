@@ -975,6 +975,11 @@ def test_cupy_ops_adam_and_clip_gradient_match_reference(gops, ref, dtype):
     assert all(g is a for g, a in zip(got, garrays))
     for g, e in zip(got, expected):
         _same(g, e)
+    kept = [_g(a) for a in arrays]
+    gops.adam(*kept, *args, mod_rate=0.7, keep_gradient=True)
+    _same(kept[1], arrays[1])
+    for i in (0, 2, 3):
+        _same(kept[i], expected[i])
     G = _rand(rng, (40, 3), dtype)
     norm = float(numpy.linalg.norm(G))
     for threshold in [norm * 2, norm / 3]:

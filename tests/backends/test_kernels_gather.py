@@ -393,6 +393,25 @@ def test_adam_equals_reference(n, dtype, hyper, seed):
             assert not ours[1].any(), "gradient not zeroed"
 
 
+@pytest.mark.parametrize("n", [0, 7, 70, BIG_ADAM])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_adam_keep_gradient_leaves_it_and_updates_the_same(n, dtype):
+    arrays = adam_arrays(numpy.random.default_rng(n), n, dtype)
+    expected = [X.copy() for X in arrays]
+    Ops().adam(*expected, 0.9, 0.999, 1e-8, 0.01, 0.5)
+    ref_kept = [X.copy() for X in arrays]
+    Ops().adam(*ref_kept, 0.9, 0.999, 1e-8, 0.01, 0.5, keep_gradient=True)
+    assert_same_bits(ref_kept[1], arrays[1])
+    for threads in THREADS:
+        with omp_threads(threads):
+            ours = [X.copy() for X in arrays]
+            NumpyOps().adam(*ours, 0.9, 0.999, 1e-8, 0.01, 0.5, keep_gradient=True)
+        assert_same_bits(ours[1], arrays[1])
+        for i in (0, 2, 3):
+            assert_same_bits(ours[i], expected[i])
+            assert_same_bits(ref_kept[i], expected[i])
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_adam_parallel_path_is_thread_independent(dtype):
     arrays = adam_arrays(numpy.random.default_rng(4), BIG_ADAM, dtype)

@@ -32,7 +32,7 @@ cdef extern from *:
     typedef struct {
         double beta1, one_minus_beta1, beta2, one_minus_beta2, eps, learn_rate, mod_rate;
         double L2, scale, weight_decay, one_minus_decay;
-        int use_L2, use_scale, use_decay, use_average;
+        int use_L2, use_scale, use_decay, use_average, keep_grad;
     } plait_adam_args;
 
     /* NOTE: the loops are vectorized by hand: C's sqrt may set errno, which stops GCC from
@@ -59,13 +59,15 @@ cdef extern from *:
         const T ca = (T)args->one_minus_decay;                                                   \\
         const int use_l2 = args->use_L2, use_scale = args->use_scale;                            \\
         const int use_wd = args->use_decay, use_avg = args->use_average;                         \\
+        const int keep_g = args->keep_grad;                                                      \\
         Py_ssize_t i = i0;
 
     #define PLAIT_ADAM_TAIL(T, SQRT)                                                             \\
         for (; i < i1; ++i) {                                                                    \\
             T w = W[i], g = G[i], m1 = M1[i], m2 = M2[i], a = use_avg ? A[i] : (T)0;             \\
             PLAIT_ADAM_LANE(T, SQRT, w, g, m1, m2, a)                                            \\
-            M1[i] = m1; M2[i] = m2; W[i] = w; G[i] = (T)0;                                       \\
+            M1[i] = m1; M2[i] = m2; W[i] = w;                                                    \\
+            if (!keep_g) G[i] = (T)0;                                                            \\
             if (use_avg) A[i] = a;                                                               \\
         }
 
@@ -90,7 +92,7 @@ cdef extern from *:
             P##_storeu_##V(M1 + i, m1);                                                          \\
             P##_storeu_##V(M2 + i, m2);                                                          \\
             P##_storeu_##V(W + i, w);                                                            \\
-            P##_storeu_##V(G + i, vzero);                                                        \\
+            if (!keep_g) P##_storeu_##V(G + i, vzero);                                           \\
             if (use_avg) {                                                                       \\
                 VT a = P##_loadu_##V(A + i);                                                     \\
                 P##_storeu_##V(A + i, P##_sub_##V(a, P##_mul_##V(vca, P##_sub_##V(a, w))));      \\
@@ -286,7 +288,7 @@ cdef extern from *:
     ctypedef struct plait_adam_args:
         double beta1, one_minus_beta1, beta2, one_minus_beta2, eps, learn_rate, mod_rate
         double L2, scale, weight_decay, one_minus_decay
-        int use_L2, use_scale, use_decay, use_average
+        int use_L2, use_scale, use_decay, use_average, keep_grad
 
     void plait_adam_f32(float *W, float *G, float *M1, float *M2, float *A,
                         const plait_adam_args *args, Py_ssize_t i0, Py_ssize_t i1) nogil
@@ -369,6 +371,7 @@ cdef plait_adam_args _args(double beta1, double beta2, double eps, double learn_
     args.use_scale = 0
     args.use_decay = 0
     args.use_average = 0
+    args.keep_grad = 0
     return args
 
 
@@ -412,8 +415,8 @@ cdef inline bint _is_number(object x):
 
 
 def adam(object W, object G, object M1, object M2, object beta1, object beta2, object eps,
-         object learn_rate, object mod_rate) -> bool:
-    """One Adam step in place on W, M1 and M2; zeroes G (Ops.adam's arithmetic).
+         object learn_rate, object mod_rate, bint keep_gradient=False) -> bool:
+    """One Adam step in place on W, M1 and M2; zeroes G unless keep_gradient (Ops.adam's arithmetic).
 
     Returns False, touching nothing, unless the arrays are C-contiguous, of one float dtype and
     one shape, and the hyper-parameters are Python numbers.
@@ -425,6 +428,7 @@ def adam(object W, object G, object M1, object M2, object beta1, object beta2, o
     ):
         return False
     cdef plait_adam_args args = _args(beta1, beta2, eps, learn_rate, mod_rate)
+    args.keep_grad = keep_gradient
     cdef bint is_f32 = cnp.PyArray_ITEMSIZE(<cnp.ndarray>W) == 4
     cdef Py_ssize_t n = cnp.PyArray_SIZE(<cnp.ndarray>W)
     cdef void* w = cnp.PyArray_DATA(<cnp.ndarray>W)

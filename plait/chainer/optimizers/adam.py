@@ -1,6 +1,5 @@
 """Adam (Kingma & Ba), with Chainer's bias correction folded into the step size `lr`."""
 import math
-import weakref
 from typing import Any
 
 from .. import cuda, optimizer
@@ -18,9 +17,6 @@ class Adam(optimizer.GradientMethod):
         self.beta1 = beta1
         self.beta2 = beta2
         self.eps = eps
-        # Per-parameter buffers the Ops kernel may consume (it zeroes the gradient it is given);
-        # the parameter's own grad is left as backward computed it.
-        self._scratch: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
     @property
     def lr(self) -> float:
@@ -43,13 +39,10 @@ class Adam(optimizer.GradientMethod):
         if not (data.flags.c_contiguous and m.flags.c_contiguous and v.flags.c_contiguous):
             self._update_reference(data, grad, m, v, xp)
             return
-        buf = self._scratch.get(param)
-        if buf is None or buf.shape != grad.shape or buf.dtype != grad.dtype or type(buf) is not type(grad):
-            buf = xp.empty_like(grad)
-            self._scratch[param] = buf
-        xp.copyto(buf, grad)
+        # Chainer leaves param.grad as backward computed it (hooks and users may read it).
         ops = cuda._ops_for(data)
-        ops.adam(data, buf, m, v, float(self.beta1), float(self.beta2), float(self.eps), float(self.lr))
+        ops.adam(data, grad, m, v, float(self.beta1), float(self.beta2), float(self.eps), float(self.lr),
+                 keep_gradient=True)
 
     update_one_gpu = update_one_cpu
 
@@ -58,12 +51,3 @@ class Adam(optimizer.GradientMethod):
         m += t(1 - self.beta1) * (grad - m)
         v += t(1 - self.beta2) * (grad * grad - v)
         data -= t(self.lr) * m / (xp.sqrt(v) + t(self.eps))
-
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["_scratch"] = None
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._scratch = weakref.WeakKeyDictionary()
