@@ -175,11 +175,12 @@ def test_maxout_equals_reference(P, R, threads, nB, nO, nP, dtype, wdtype, ties,
 
 @pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("nP", [2, 3, 4, 7])
+@pytest.mark.parametrize("nP", [1, 2, 3, 4, 7, 16, 17])
 def test_maxout_many_cell_blocks(P, R, threads, dtype, nP):
+    """Thousands of cells: whole cell blocks, and (float32, nP <= 16) the 16-cell vector path."""
     rng = numpy.random.default_rng(nP)
     X = values(rng, (61, 97, nP), dtype, nP == 3)
-    dY = values(rng, (61, 97), dtype, False)
+    dY = values(rng, (61, 97), dtype, nP in (3, 16))
     with n_threads(threads):
         best, which = P.maxout(X)
         dX = P.backprop_maxout(dY, which, nP)
@@ -240,6 +241,21 @@ def test_reduce_sum_of_negative_zeros_is_positive_zero(P, R, threads):
         Y = P.reduce_sum(X, L)
     assert not numpy.signbit(Y).any()
     assert_same(Y, R.reduce_sum(X, L))
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("nO", [16, 67, 128])
+def test_reduce_sum_mean_wide_rows_equal_reference(P, R, threads, dtype, nO):
+    """Rows wide enough for the vector copies of the row sums, -0.0 included."""
+    rng = numpy.random.default_rng(nO)
+    L = rng.integers(0, 23, size=30).astype("int32")
+    X = values(rng, (int(L.sum()), nO), dtype, False)
+    X[::7] = -0.0
+    with n_threads(threads):
+        got_sum, got_mean = P.reduce_sum(X, L), P.reduce_mean(X, L)
+    assert_same(got_sum, R.reduce_sum(X, L))
+    assert_same(got_mean, R.reduce_mean(X, L))
 
 
 # --- reduce_max ------------------------------------------------------------------------------
@@ -392,6 +408,18 @@ def test_odd_inputs_follow_reference(P, R, label, name, args, kwargs):
 
 
 # --- invalid arguments fail as the reference fails -------------------------------------------
+
+
+@pytest.mark.parametrize("position", [0, 15, 16, 1000, 61 * 97 - 1])
+def test_backprop_maxout_bad_winner_anywhere_raises_like_reference(P, R, position):
+    which = numpy.zeros((61, 97), "int32")
+    which.flat[position] = 3
+    dY = numpy.ones((61, 97), "float32")
+    with pytest.raises(Exception) as ours:
+        P.backprop_maxout(dY, which, 3)
+    with pytest.raises(Exception) as theirs:
+        R.backprop_maxout(dY, which, 3)
+    assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)
 
 
 def _bad_calls():

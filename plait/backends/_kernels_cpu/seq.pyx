@@ -99,10 +99,87 @@ cdef extern from *:
     }
     PLAIT_DEFINE_BPS2C(float, f)
     PLAIT_DEFINE_BPS2C(double, d)
+
+    /* y = 0 + x[0] + x[1] + ... over n >= 1 rows of nO, in row order (the reference's add.at
+       order; 0 + x turns -0.0 into 0.0). Four rows per sweep: (((y + a) + b) + c) + d rounds
+       as four sweeps would, with a quarter of y's loads and stores. */
+    #define PLAIT_DEFINE_SUMSEQ(T, SUF)                                                          \
+    static PLAIT_SEQ_CLONES void plait_sum_rows_##SUF(                                           \
+            const T *restrict x, T *restrict y, Py_ssize_t n, Py_ssize_t nO) {                   \
+        for (Py_ssize_t o = 0; o < nO; ++o) y[o] = (T)0 + x[o];                                  \
+        Py_ssize_t r = 1;                                                                        \
+        for (; r + 3 < n; r += 4) {                                                              \
+            const T *a = x + r * nO, *b = a + nO, *c = b + nO, *d = c + nO;                      \
+            for (Py_ssize_t o = 0; o < nO; ++o) y[o] = (((y[o] + a[o]) + b[o]) + c[o]) + d[o];   \
+        }                                                                                        \
+        for (; r < n; ++r) {                                                                     \
+            const T *a = x + r * nO;                                                             \
+            for (Py_ssize_t o = 0; o < nO; ++o) y[o] += a[o];                                    \
+        }                                                                                        \
+    }
+    PLAIT_DEFINE_SUMSEQ(float, f)
+    PLAIT_DEFINE_SUMSEQ(double, d)
+
+    /* backprop_maxout for float32 gradients and int32 winners, 16 cells at a time with
+       AVX-512: the 16 * nP output floats of 16 cells are nP vectors, and lane e of vector j
+       is piece (16 j + e) % nP of cell (16 j + e) / nP, so each vector is the cells'
+       gradients and winners permuted into place, kept where the winner is that piece and
+       zero elsewhere: nP full stores instead of a zero fill and 16 scattered ones. Copies
+       bits, so it agrees with the scalar path exactly. Handles cells 0..m-1 in whole groups
+       of 16 (nP <= 16) and returns how many it did; *bad counts winners outside 0..nP-1. */
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+    #include <immintrin.h>
+    #define PLAIT_BPMAXOUT_AVX512 1
+    __attribute__((target("avx512f")))
+    static Py_ssize_t plait_bpmaxout_f32_i32_avx512(const float *dY, const int32_t *which,
+                                                    float *dX, Py_ssize_t m, Py_ssize_t nP,
+                                                    Py_ssize_t *bad) {
+        int32_t cell[256], piece[256];
+        for (int q = 0; q < 16 * (int)nP; ++q) {
+            cell[q] = q / (int)nP;
+            piece[q] = q % (int)nP;
+        }
+        const __m512i limit = _mm512_set1_epi32((int)nP);
+        Py_ssize_t c = 0, n_bad = 0;
+        for (; c + 16 <= m; c += 16) {
+            const __m512 g = _mm512_loadu_ps(dY + c);
+            const __m512i w = _mm512_loadu_si512((const void *)(which + c));
+            n_bad += __builtin_popcount((unsigned)_mm512_cmpge_epu32_mask(w, limit));
+            float *out = dX + c * nP;
+            for (Py_ssize_t j = 0; j < nP; ++j) {
+                const __m512i ci = _mm512_loadu_si512((const void *)(cell + 16 * j));
+                const __m512i pc = _mm512_loadu_si512((const void *)(piece + 16 * j));
+                const __mmask16 keep = _mm512_cmpeq_epi32_mask(_mm512_permutexvar_epi32(ci, w), pc);
+                _mm512_storeu_ps(out + 16 * j, _mm512_maskz_mov_ps(keep, _mm512_permutexvar_ps(ci, g)));
+            }
+        }
+        *bad = n_bad;
+        return c;
+    }
+    static int plait_has_avx512f(void) {
+        static int known = -1;
+        if (known < 0) {
+            __builtin_cpu_init();
+            known = __builtin_cpu_supports("avx512f") ? 1 : 0;
+        }
+        return known;
+    }
+    #else
+    #define PLAIT_BPMAXOUT_AVX512 0
+    static Py_ssize_t plait_bpmaxout_f32_i32_avx512(const float *dY, const int32_t *which,
+                                                    float *dX, Py_ssize_t m, Py_ssize_t nP,
+                                                    Py_ssize_t *bad) { *bad = 0; return 0; }
+    static int plait_has_avx512f(void) { return 0; }
+    #endif
     """
     void plait_bps2c_rows_f(const float* dY, float* dX, const int64_t* offs, Py_ssize_t nF,
                             Py_ssize_t nW, Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t j,
                             Py_ssize_t end, Py_ssize_t prefetch_rows) nogil
+    Py_ssize_t plait_bpmaxout_f32_i32_avx512(const float* dY, const int32_t* which, float* dX,
+                                             Py_ssize_t m, Py_ssize_t nP, Py_ssize_t* bad) nogil
+    int plait_has_avx512f() nogil
+    void plait_sum_rows_f(const float* x, float* y, Py_ssize_t n, Py_ssize_t nO) nogil
+    void plait_sum_rows_d(const double* x, double* y, Py_ssize_t n, Py_ssize_t nO) nogil
     void plait_bps2c_rows_d(const double* dY, double* dX, const int64_t* offs, Py_ssize_t nF,
                             Py_ssize_t nW, Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t j,
                             Py_ssize_t end, Py_ssize_t prefetch_rows) nogil
@@ -447,18 +524,28 @@ def maxout(X):
 cdef Py_ssize_t _backprop_maxout_block(
     const floating* dY, const index_t* which, floating* dX, Py_ssize_t n, Py_ssize_t nP, Py_ssize_t k
 ) noexcept nogil:
-    """Put each gradient of a block of cells on its winner, in dX that came zeroed.
+    """Zero a block of cells of dX and put each gradient on its winner.
 
     Returns how many winners fall outside 0..nP-1.
     """
-    cdef Py_ssize_t c, c0 = k * _CELL_BLOCK, bad = 0
+    cdef Py_ssize_t c, c0 = k * _CELL_BLOCK, bad = 0, done
     cdef Py_ssize_t m = min(_CELL_BLOCK, n - c0)
     cdef index_t w
     dY += c0
     which += c0
     dX += c0 * nP
-    # One store per cell (fresh pages come zeroed): writing every piece through a select
-    # compiles to unpredictable branches or to several times the instructions.
+    if floating is float and index_t is int32_t:
+        if nP <= 16 and plait_has_avx512f():
+            done = plait_bpmaxout_f32_i32_avx512(dY, which, dX, m, nP, &bad)
+            dY += done
+            which += done
+            dX += done * nP
+            m -= done
+    # The block is zeroed here, where it is about to be written (it fits in L1/L2), rather
+    # than by a calloc of the whole array: recycled heap memory would be zeroed in one pass
+    # over memory and the winners stored in a second. Then one store per cell: writing every
+    # piece through a select compiles to unpredictable branches or several times the work.
+    memset(dX, 0, m * nP * sizeof(floating))
     for c in range(m):
         w = which[c]
         # One unsigned compare covers w < 0 too.
@@ -497,7 +584,7 @@ def backprop_maxout(dY, which, P):
     dims[0] = nB
     dims[1] = nO
     dims[2] = nP
-    dX = cnp.PyArray_ZEROS(3, dims, cnp.PyArray_TYPE(<cnp.ndarray>dY), 0)
+    dX = cnp.PyArray_EMPTY(3, dims, cnp.PyArray_TYPE(<cnp.ndarray>dY), 0)
     if nB == 0 or nO == 0:
         return dX
     cdef int n_threads = _threads(nB * nO * nP)
@@ -548,23 +635,11 @@ cdef void _sum_seq(
         for o in range(nO):
             y[o] = 0
         return
-    # Rows are added in order to zeros, as the reference's add.at does; 0 + x is not a copy
-    # of x (it turns -0.0 into 0.0), and without -ffast-math the compiler keeps that addition.
-    for o in range(nO):
-        y[o] = 0 + x[o]
-    r = 1
-    # Four rows per sweep quarter the loads and stores of y; (((y + a) + b) + c) + d rounds
-    # exactly as four separate sweeps would.
-    while r + 3 < n:
-        x = X + (offs[j] + r) * nO
-        for o in range(nO):
-            y[o] = (((y[o] + x[o]) + x[o + nO]) + x[o + 2 * nO]) + x[o + 3 * nO]
-        r += 4
-    while r < n:
-        x = X + (offs[j] + r) * nO
-        for o in range(nO):
-            y[o] += x[o]
-        r += 1
+    # Rows are added in order to zeros, as the reference's add.at does (plait_sum_rows_*).
+    if floating is float:
+        plait_sum_rows_f(x, y, n, nO)
+    else:
+        plait_sum_rows_d(x, y, n, nO)
     if mean:
         _divide(y, nO, n)
 
