@@ -118,8 +118,10 @@ def plan_threads() -> int:
     else:
         held = _claim_slots(available_cores())
         threads, source = max(1, held), f"{held} of {available_cores()} cores claimed"
-        # NOTE: only our default: a variable the user set (handled above) is never touched.
-        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    # The kernels' OpenMP runtime follows the same count (PLAIT_NUM_THREADS=1 or
+    # OPENBLAS_NUM_THREADS=1 alone must not leave it a thread per core); an OMP_NUM_THREADS
+    # the user set is never touched.
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     _state.update(planned=True, threads=threads, source=source)
     return threads
 

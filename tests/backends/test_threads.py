@@ -80,6 +80,8 @@ def test_a_user_variable_wins_and_nothing_is_claimed(tmp_path, name):
     report = run_report(child_env(tmp_path, **{name: "1"}))
     assert report["threads"] == 1 and report["source"] == name
     assert report["blas"] and max(report["blas"]) == 1
+    # The compiled kernels' OpenMP follows the user's count too.
+    assert report["omp"] == "1"
     assert not (tmp_path / "slots").exists()
 
 
