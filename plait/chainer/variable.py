@@ -76,6 +76,10 @@ class Variable:
         # True when _grad may be an array owned by someone else (a gradient handed over by a
         # backward without a copy): it must then be replaced, never updated in place.
         self._grad_shared = False
+        # True after zerograd() on an existing gradient array: the gradient is all zeros, but
+        # the array is only filled when someone reads it. A backward then writes the first
+        # gradient straight into it (a copy) instead of filling it and adding to zeros.
+        self._grad_zero = False
         self.creator = None
         self.name = name
 
@@ -118,6 +122,7 @@ class Variable:
                 f"- statistics: mean={float(data.mean()):.8g}, std={float(data.std()):.8g}, "
                 f"min={float(data.min()):.8g}, max={float(data.max()):.8g}"
             )
+        self._settle_grad()
         grad = self._grad
         if grad is None:
             lines.append("- grad: None")
@@ -165,6 +170,8 @@ class Variable:
 
     @property
     def grad(self) -> Any:
+        if self._grad_zero:
+            self._settle_grad()
         return self._grad
 
     @grad.setter
@@ -173,9 +180,17 @@ class Variable:
             _check_grad(self, g, f"Variable{' ' + repr(self.name) if self.name else ''}.grad")
         self._grad = g
         self._grad_shared = False
+        self._grad_zero = False
+
+    def _settle_grad(self) -> None:
+        """Fill a gradient that zerograd() left pending with its zeros."""
+        if self._grad_zero:
+            self._grad.fill(0)
+            self._grad_zero = False
 
     def _writable_grad(self) -> Any:
         """The gradient array, copied first if it may be shared, so it can be changed in place."""
+        self._settle_grad()
         if self._grad_shared:
             self._grad = self._grad.copy()
             self._grad_shared = False
@@ -191,6 +206,7 @@ class Variable:
         from . import cuda
 
         self.data = cuda.to_cpu(self.data)
+        self._settle_grad()
         if self._grad is not None:
             self._grad = cuda.to_cpu(self._grad)
 
@@ -200,21 +216,25 @@ class Variable:
 
         with cuda.get_device(device) if device is not None else cuda.DummyDevice:
             self.data = cuda.to_gpu(self.data, device)
+            self._settle_grad()
             if self._grad is not None:
                 self._grad = cuda.to_gpu(self._grad, device)
 
     def zerograd(self) -> None:
-        """Set the gradient to zeros (allocated if unset, else filled in place)."""
+        """Set the gradient to zeros (allocated if unset, else the same array, zeroed)."""
         if self._grad is None or self._grad_shared:
             self._grad = _xp(self.data).zeros_like(self.data)
             self._grad_shared = False
+            self._grad_zero = False
         else:
-            self._grad.fill(0)
+            # Filled when read (the grad property), or overwritten by the next backward.
+            self._grad_zero = True
 
     def cleargrad(self) -> None:
         """Drop the gradient (set it to None): cheaper than zerograd before a backward."""
         self._grad = None
         self._grad_shared = False
+        self._grad_zero = False
 
     def copydata(self, var: "Variable") -> None:
         """Copy var's data into this variable's array, across host and devices."""
@@ -225,6 +245,8 @@ class Variable:
 
         If this variable has no gradient yet, it gets a copy of var's.
         """
+        var._settle_grad()
+        self._settle_grad()
         src = var._grad
         if src is None:
             raise ValueError(
@@ -269,6 +291,7 @@ class Variable:
             return
         from . import function as _fn
 
+        self._settle_grad()
         if self._grad is None:
             if self.data.size != 1:
                 raise ValueError(
@@ -304,6 +327,9 @@ class Variable:
                     f"one of its outputs is still in the graph; there is nothing to backpropagate to."
                 )
             outputs = [ref() for ref in func.outputs]
+            for y in outputs:
+                if y is not None and y._grad_zero:
+                    y._settle_grad()
             out_grad = tuple([None if y is None else y._grad for y in outputs])
             in_data = tuple([x.data for x in func.inputs])
             local = func.__dict__.get("_local_function_hooks")
@@ -340,6 +366,7 @@ class Variable:
                         seen_vars.add(id(x))
                         x._grad = gx
                         x._grad_shared = True
+                        x._grad_zero = False
                         continue
                 if x._grad is None:
                     x._grad = gx
@@ -349,6 +376,10 @@ class Variable:
                     # 0-d arrays add up to a numpy scalar; a gradient must stay an array.
                     x._grad = summed if gx.ndim else _xp(gx).asarray(summed)
                     x._grad_shared = False
+                elif x._grad_zero:
+                    # zerograd() left it pending: 0 + gx, written in one pass.
+                    _xp(gx).add(gx, 0, out=x._grad)
+                    x._grad_zero = False
                 else:
                     x._grad += gx
 

@@ -628,3 +628,69 @@ def test_debug_mode_reports_nan():
     chainer.set_debug(True)
     chainer.set_debug(False)
     assert not chainer.is_debug()
+
+
+# --- zerograd's pending zeros ---------------------------------------------------------------
+
+
+def _param_and_loss(seed=0):
+    rng = numpy.random.default_rng(seed)
+    W = chainer.Variable(rng.standard_normal((3, 4)).astype("float32"))
+    x = chainer.Variable(rng.standard_normal((2, 4)).astype("float32"))
+    return W, x, (lambda: F.sum(F.linear(x, W) * F.linear(x, W)))
+
+
+def test_zerograd_then_read_gives_zeros_in_the_same_array():
+    W, x, loss = _param_and_loss()
+    loss().backward()
+    g = W.grad
+    assert g.any()
+    W.zerograd()
+    assert W.grad is g and not g.any()
+
+
+def test_zerograd_then_backward_equals_a_fresh_gradient_in_the_same_array():
+    W, x, loss = _param_and_loss(1)
+    loss().backward()
+    fresh = W.grad.copy()
+    g = W.grad
+    W.zerograd()
+    loss().backward()
+    assert W.grad is g
+    numpy.testing.assert_array_equal(W.grad, fresh)
+    # A second backward without zerograd adds up.
+    loss().backward()
+    numpy.testing.assert_allclose(W.grad, 2 * fresh, rtol=1e-6)
+
+
+def test_zerograd_pending_zeros_reach_addgrad_repr_and_backward_start():
+    W, x, loss = _param_and_loss(2)
+    loss().backward()
+    W.zerograd()
+    other = chainer.Variable(numpy.ones((3, 4), "float32"))
+    other.grad = numpy.ones((3, 4), "float32")
+    other.addgrad(W)  # W's pending zeros are added, not its stale values
+    numpy.testing.assert_array_equal(other.grad, numpy.ones((3, 4), "float32"))
+    assert "- grad: 0" in W.debug_print()
+    W.zerograd()
+    W.addgrad(other)
+    numpy.testing.assert_array_equal(W.grad, numpy.ones((3, 4), "float32"))
+    # An output whose grad was zeroed starts its backward from zeros.
+    y = loss()
+    y.grad = numpy.ones((), "float32")
+    y.backward()
+    before = W.grad.copy()
+    y2 = loss()
+    y2.grad = numpy.full((), 5.0, "float32")
+    y2.zerograd()
+    W.zerograd()
+    y2.backward()
+    numpy.testing.assert_array_equal(W.grad, numpy.zeros_like(before))
+
+
+def test_zerograd_then_backward_turns_negative_zero_gradients_positive():
+    W = chainer.Variable(numpy.ones((2,), "float32"))
+    W.grad = numpy.ones((2,), "float32")
+    W.zerograd()
+    (F.sum(W * numpy.float32(-0.0))).backward()
+    assert not numpy.signbit(W.grad).any()  # 0 + (-0.0) is +0.0, as fill(0) then += would give
