@@ -12,6 +12,8 @@ from ..types import Floats2d, Floats3d, Ints1d, Ints2d
 try:
     from ._kernels_cpu import maxout as _maxout
     from ._kernels_cpu import seq as _seq
+
+    _SPARSE_DW_PIECES = _maxout.sparse_dw_min_pieces()
 except ImportError:  # pragma: no cover - a source checkout without a build
     _seq = _maxout = None
 
@@ -44,11 +46,10 @@ class SeqKernels:
             if dX is None or getattr(X, "shape", None) != (dY.shape[0], W.shape[2]):
                 return super().backprop_maxout_affine(dY, which, X, W)
             nO, nP, nI = W.shape
-            # The sparse dW kernel is bound by one store per multiply-add, the BLAS by its
-            # arithmetic on nP times as many: measured, the kernel wins by 5-30% from 3 pieces
-            # (3 x 192 at 1400 rows: 1.01 vs 1.13 ms) and loses with 2 (1.26 vs 1.01 ms).
-            grads = _maxout.backprop_maxout_dw(dY, which, X, nP, False) if nP >= 3 else None
-            if grads is None:  # 1-2 pieces, or X of another dtype or layout: the dense product
+            # The sparse dW kernel does 1/nP of the BLAS's arithmetic but less efficiently; it
+            # wins from _SPARSE_DW_PIECES pieces (measured; see sparse_dw_min_pieces).
+            grads = _maxout.backprop_maxout_dw(dY, which, X, nP, False) if nP >= _SPARSE_DW_PIECES else None
+            if grads is None:  # few pieces, or X of another dtype or layout: the dense product
                 dZ = self.backprop_maxout(dY, which, nP)
                 grads = (
                     self.gemm(dZ.reshape((dZ.shape[0], nO * nP)), X, trans1=True).reshape((nO, nP, nI)),

@@ -49,7 +49,7 @@ def check_close(got, want, dtype):
     nO=st.integers(1, 20),
     nP=st.integers(1, 5),
     # widths around the 8-vector block (64 floats / 32 doubles), the 1-vector block and scalars
-    nI=st.sampled_from([1, 3, 4, 7, 8, 9, 31, 32, 33, 64, 65, 72, 130]),
+    nI=st.sampled_from([1, 3, 4, 7, 8, 9, 31, 32, 33, 64, 65, 72, 130, 192, 211]),
     dtype=st.sampled_from(["float32", "float64"]),
     itype=st.sampled_from(["int32", "int64"]),
     seed=st.integers(0, 2**16),
@@ -136,7 +136,7 @@ def test_bad_input_fails_like_the_reference(change, match):
     nB=st.integers(0, 300),
     nO=st.integers(1, 20),
     nP=st.integers(1, 5),
-    nI=st.sampled_from([1, 7, 8, 9, 33, 130]),
+    nI=st.sampled_from([1, 7, 8, 9, 33, 130, 192, 211]),
     dtype=st.sampled_from(["float32", "float64"]),
     itype=st.sampled_from(["int32", "int64"]),
     seed=st.integers(0, 2**16),
