@@ -49,6 +49,9 @@ _ModelT = TypeVar("_ModelT", bound="Model")
 _OPERATORS = ("+", "-", "*", "@", "/", "//", "%", "**", "<<", ">>", "&", "^", "|")
 
 context_operators: ContextVar[Dict[str, Callable]] = ContextVar("context_operators", default={})
+# True inside Model.predict: nobody will ask for a backprop callback, so combinators may drop
+# each sublayer's callback (and the inputs it holds) as soon as the next layer has run.
+_predicting: ContextVar[bool] = ContextVar("plait_predicting", default=False)
 
 
 def empty_init(model: "Model", X: Any = None, Y: Any = None) -> "Model":
@@ -396,7 +399,13 @@ class Model(Generic[InT, OutT]):
 
     def predict(self, X: InT) -> OutT:
         """Run the forward pass in prediction mode and return only the output."""
-        return self._func(self, X, is_train=False)[0]
+        if _predicting.get():
+            return self._func(self, X, is_train=False)[0]
+        token = _predicting.set(True)
+        try:
+            return self._func(self, X, is_train=False)[0]
+        finally:
+            _predicting.reset(token)
 
     def finish_update(self, optimizer: "Optimizer") -> None:
         """Apply the optimizer to every param in the tree that has a gradient."""

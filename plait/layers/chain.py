@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 from ..config import registry
-from ..model import Model
+from ..model import Model, _predicting
 from ..util import get_width
 
 InT = TypeVar("InT")
@@ -29,6 +29,12 @@ def chain(layer1: Model, layer2: Model, *layers: Model) -> Model:
 
 
 def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Callable]:
+    if not is_train and _predicting.get():
+        # Model.predict discards the callback: keeping each layer's would keep every
+        # intermediate output alive until the end (the peak memory of inference).
+        for layer in model.layers:
+            X = layer(X, is_train=False)[0]
+        return X, _predict_only_backprop
     callbacks = []
     for layer in model.layers:
         X, backprop_layer = layer(X, is_train=is_train)
@@ -40,6 +46,13 @@ def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Call
         return dY
 
     return X, backprop
+
+
+def _predict_only_backprop(dY: Any) -> Any:
+    raise RuntimeError(
+        "chain: this output came from Model.predict, which keeps no backprop state; call "
+        "model.begin_update(X) (or model(X, is_train=...)) to get a usable backprop callback."
+    )
 
 
 def init(model: Model, X: Optional[Any] = None, Y: Optional[Any] = None) -> None:

@@ -1,5 +1,5 @@
 """Maxout: a dense layer with nP linear pieces per output, keeping the largest (Goodfellow et al., 2013)."""
-from typing import Callable, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 from ..config import registry
 from ..initializers import glorot_uniform_init, zero_init
@@ -57,8 +57,7 @@ def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Call
     W = ops.reshape2f(model.get_param("W"), nO * nP, nI)
     b = ops.reshape1f(model.get_param("b"), nO * nP)
     _check_input(model, X, nI)
-    Z = ops.affine(X, W, b)  # (nB, nO * nP): the pieces of each output are adjacent
-    best, which = ops.maxout(ops.reshape3f(Z, Z.shape[0], nO, nP))
+    best, which = _affine_maxout(ops, X, W, b, nO, nP)
 
     def backprop(d_best: OutT) -> InT:
         # Only the winning piece of each output gets a gradient: the backend's fused op skips
@@ -69,6 +68,32 @@ def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Call
         return dX
 
     return best, backprop
+
+
+# The pieces (nB, nO * nP) of a batch bigger than this many bytes are made and reduced a
+# block of rows at a time: a large inference batch then never holds all of them at once
+# (the peak memory of prediction), and each block is reduced while it is still in cache.
+_PIECES_BLOCK_BYTES = 1 << 22
+
+
+def _affine_maxout(ops: Any, X: Any, W: Any, b: Any, nO: int, nP: int) -> Tuple[Any, Any]:
+    """max over pieces of X @ W.T + b, and the winning piece: (nB, nO) each."""
+    nB = X.shape[0]
+    rows = max(1, _PIECES_BLOCK_BYTES // max(1, nO * nP * X.dtype.itemsize))
+    if nB <= 2 * rows:
+        Z = ops.affine(X, W, b)  # (nB, nO * nP): the pieces of each output are adjacent
+        return ops.maxout(ops.reshape3f(Z, nB, nO, nP))
+    best = which = None
+    for start in range(0, nB, rows):
+        Z = ops.affine(X[start : start + rows], W, b)
+        block_best, block_which = ops.maxout(ops.reshape3f(Z, Z.shape[0], nO, nP))
+        del Z
+        if best is None:
+            best = ops.xp.empty((nB, nO), dtype=block_best.dtype)
+            which = ops.xp.empty((nB, nO), dtype=block_which.dtype)
+        best[start : start + rows] = block_best
+        which[start : start + rows] = block_which
+    return best, which
 
 
 def init(
