@@ -82,22 +82,53 @@ def _private_library_path() -> str:
     raise ImportError(f"scipy-openblas32 is installed but holds no library under {spec.submodule_search_locations}")
 
 
-def _load_private(coretype: Optional[str]) -> ctypes.CDLL:
+def _load_private(coretype: Optional[str], threads: Optional[int] = None) -> ctypes.CDLL:
     path = _private_library_path()
-    if coretype is None:
-        return ctypes.CDLL(path)
-    # OpenBLAS reads OPENBLAS_CORETYPE once, while it loads; the process's own value (none:
-    # checked by the caller) is restored right after, so numpy's copy or a later load is unaffected.
-    os.environ["OPENBLAS_CORETYPE"] = coretype
+    # OpenBLAS reads these variables once, while it loads; the process's own values are
+    # restored right after, so numpy's copy and anything loaded later are unaffected.
+    settings = {}
+    if coretype is not None:
+        settings["OPENBLAS_CORETYPE"] = coretype
+    if threads is not None:
+        settings["OPENBLAS_NUM_THREADS"] = str(threads)
+    saved = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
     try:
         return ctypes.CDLL(path)
     finally:
-        del os.environ["OPENBLAS_CORETYPE"]
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+# True while `auto` has chosen the private OpenBLAS but not loaded it yet. It costs about 3 MB
+# of resident memory, so it loads at the first float32 product of at least LOAD_MIN_WORK
+# multiply-adds (NumpyOps.gemm calls load_pending): below that (~80 us of work) it would save
+# a few microseconds a call. A process that only does small products never maps it; once
+# loaded, it takes every float32 product.
+pending = False
+LOAD_MIN_WORK = 8_000_000
+
+
+def worth_loading(x: Any, y: Any, trans1: bool, trans2: bool) -> bool:
+    """Whether op(x) @ op(y) is big enough to load the private OpenBLAS for."""
+    if getattr(x, "ndim", 0) != 2 or getattr(y, "ndim", 0) != 2:
+        return False
+    M = x.shape[1] if trans1 else x.shape[0]
+    K = x.shape[0] if trans1 else x.shape[1]
+    N = y.shape[0] if trans2 else y.shape[1]
+    return M * N * K >= LOAD_MIN_WORK
 
 
 def configure(mode: Optional[str] = None) -> Dict[str, Any]:
-    """Load (once) and install the BLAS routines for `mode` (default: PLAIT_BLAS); returns info()."""
-    global _handle
+    """Choose the BLAS for `mode` (default: PLAIT_BLAS); returns info().
+
+    An explicit mode loads and installs the private OpenBLAS now; the default (`auto`, from
+    NumpyOps) only decides, and the library loads at the first float32 product.
+    """
+    global pending
     with _lock:
         if mode is None and _state["configured"]:
             return info()
@@ -107,6 +138,7 @@ def configure(mode: Optional[str] = None) -> Dict[str, Any]:
         from ._kernels_cpu import gemm as _gemm
 
         _gemm.set_routines(0, 0)
+        pending = False
         _state.update(configured=True, mode=chosen, library=None, corename=None, float64=False)
         user_coretype = os.environ.get("OPENBLAS_CORETYPE")
         if chosen == "numpy":
@@ -119,32 +151,70 @@ def configure(mode: Optional[str] = None) -> Dict[str, Any]:
             if user_coretype:
                 _state["reason"] = f"OPENBLAS_CORETYPE={user_coretype} set by the user; numpy's OpenBLAS obeys it"
                 return info()
-        if _handle is None:
-            coretype = None if (user_coretype or chosen == "openblas") else "Haswell"
-            try:
-                _handle = _load_private(coretype)
-            except (ImportError, OSError) as err:
-                _state["reason"] = (
-                    f"the private OpenBLAS could not be loaded ({type(err).__name__}: {err}); "
-                    f"products go through numpy. Install it with: pip install scipy-openblas32"
-                )
-                return info()
-        try:
-            sgemm = ctypes.cast(_handle.scipy_cblas_sgemm, ctypes.c_void_p).value
-            dgemm = ctypes.cast(_handle.scipy_cblas_dgemm, ctypes.c_void_p).value
-            get_corename = _handle.scipy_openblas_get_corename
-        except AttributeError as err:
-            _state["reason"] = f"the private OpenBLAS lacks a routine ({err}); products go through numpy"
+        if mode is None:
+            pending = True
+            _state["reason"] = (
+                f"Zen 4: the private OpenBLAS loads at the first float32 product of "
+                f">= {LOAD_MIN_WORK:,} multiply-adds"
+            )
             return info()
-        get_corename.restype = ctypes.c_char_p
-        corename = (get_corename() or b"").decode("ascii", "replace")
-        # `auto` only takes what was measured to win: float32 products.
-        use_f64 = chosen == "openblas"
-        _gemm.set_routines(sgemm, dgemm if use_f64 else 0)
-        _state.update(library=_handle._name, corename=corename, float64=use_f64,
-                      reason=("Zen 4: OpenBLAS's AVX2 kernels for float32 products"
-                              if chosen == "auto" else f"{VARIABLE}=openblas"))
+        _install(chosen, user_coretype)
         return info()
+
+
+def load_pending() -> bool:
+    """Load and install the private OpenBLAS that `auto` chose; True once its routines are in."""
+    global pending
+    with _lock:
+        if not pending:
+            return _state["library"] is not None
+        pending = False
+        _install(_state["mode"], os.environ.get("OPENBLAS_CORETYPE"))
+        return _state["library"] is not None
+
+
+def _numpy_blas_threads() -> Optional[int]:
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
+    counts = [lib.get("num_threads") for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    counts = [n for n in counts if isinstance(n, int) and n > 0]
+    return min(counts) if counts else None
+
+
+def _install(chosen: str, user_coretype: Optional[str]) -> None:
+    global _handle
+    from ._kernels_cpu import gemm as _gemm
+
+    if _handle is None:
+        coretype = None if (user_coretype or chosen == "openblas") else "Haswell"
+        # Loaded late, it starts with the thread count the BLAS already in the process runs
+        # with (the user's limit, a threadpoolctl block, or plait's own share of the cores).
+        threads = _numpy_blas_threads()
+        try:
+            _handle = _load_private(coretype, threads)
+        except (ImportError, OSError) as err:
+            _state["reason"] = (
+                f"the private OpenBLAS could not be loaded ({type(err).__name__}: {err}); "
+                f"products go through numpy. Install it with: pip install scipy-openblas32"
+            )
+            return
+    try:
+        sgemm = ctypes.cast(_handle.scipy_cblas_sgemm, ctypes.c_void_p).value
+        dgemm = ctypes.cast(_handle.scipy_cblas_dgemm, ctypes.c_void_p).value
+        get_corename = _handle.scipy_openblas_get_corename
+    except AttributeError as err:
+        _state["reason"] = f"the private OpenBLAS lacks a routine ({err}); products go through numpy"
+        return
+    get_corename.restype = ctypes.c_char_p
+    corename = (get_corename() or b"").decode("ascii", "replace")
+    # `auto` only takes what was measured to win: float32 products.
+    use_f64 = chosen == "openblas"
+    _gemm.set_routines(sgemm, dgemm if use_f64 else 0)
+    _state.update(library=_handle._name, corename=corename, float64=use_f64,
+                  reason=("Zen 4: OpenBLAS's AVX2 kernels for float32 products"
+                          if chosen == "auto" else f"{VARIABLE}=openblas"))
 
 
 def info() -> Dict[str, Any]:

@@ -38,9 +38,10 @@ class NumpyOps(ActKernels, SeqKernels, GatherKernels, LstmKernels, NormKernels, 
                 f"NumpyOps runs on the CPU only, got device_type={device_type!r}. Use CupyOps for a GPU."
             )
         super().__init__(device_type="cpu", device_id=device_id)
-        # The private BLAS (if any) loads first, so the thread limit reaches it too.
-        _blas.configure()
         _threads.apply_blas_limit()
+        # Decides only; a private BLAS loads at the first float32 product, with the thread
+        # count the process's BLAS has by then.
+        _blas.configure()
         # NOTE: `use_blis` is accepted for Thinc compatibility. Matrix products go through the
         # BLAS numpy was built with (OpenBLAS in the wheels), which honours the usual thread limits.
         self.use_blis = bool(use_blis)
@@ -58,6 +59,15 @@ class NumpyOps(ActKernels, SeqKernels, GatherKernels, LstmKernels, NormKernels, 
         result = _gemm_kernel.gemm(x, y, out, trans1, trans2)
         if result is not None:
             return result
+        if (
+            _blas.pending
+            and getattr(x, "dtype", None) == numpy.float32
+            and _blas.worth_loading(x, y, trans1, trans2)
+            and _blas.load_pending()
+        ):
+            result = _gemm_kernel.gemm(x, y, out, trans1, trans2)
+            if result is not None:
+                return result
         return super().gemm(x, y, out=out, trans1=trans1, trans2=trans2)
 
     def cblas(self) -> Any:

@@ -164,31 +164,45 @@ def test_zen4_detection():
 
 
 @needs_private
-def test_auto_mode_on_zen4_uses_avx2_kernels_only_for_float32():
-    """In a fresh process: what `auto` picks here, and that thread limits reach the private copy."""
+def test_auto_mode_on_zen4_loads_avx2_kernels_at_the_first_big_float32_product():
+    """In a fresh process: what `auto` picks here, when it loads, and the threads it gets."""
     code = r"""
-import json, threadpoolctl
+import json, numpy, threadpoolctl
 from plait.backends import NumpyOps, _blas
-NumpyOps()
-info = _blas.info()
-libs = [(i["filepath"], i["num_threads"]) for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+ops = NumpyOps()
+def libs():
+    return [(i["filepath"], i["num_threads"]) for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+before = _blas.info()
+a64 = numpy.ones((8, 8))
+ops.gemm(a64, a64)
+after_f64 = _blas.info()
+small = numpy.ones((8, 8), "float32")
+ok = bool((ops.gemm(small, small) == 8).all())
+after_small = _blas.info()
 with threadpoolctl.threadpool_limits(1, user_api="blas"):
-    limited = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
-print(json.dumps({"info": info, "zen4": _blas.is_zen4(), "libs": libs, "limited": limited}))
+    a32 = numpy.ones((200, 200), "float32")
+    ok = ok and bool((ops.gemm(a32, a32) == 200).all())
+print(json.dumps({"before": before, "after_f64": after_f64, "after_small": after_small,
+                  "info": _blas.info(), "ok": ok,
+                  "zen4": _blas.is_zen4(), "libs": libs()}))
 """
     env = {k: v for k, v in os.environ.items() if k not in ("PLAIT_BLAS", "OPENBLAS_CORETYPE")}
     env["PLAIT_NUM_THREADS"] = "2"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["ok"]
+    assert got["before"]["library"] is None and got["after_f64"]["library"] is None
+    # An 8 x 8 x 8 product is not worth loading it for; a 200^3 one is.
+    assert got["after_small"]["library"] is None
     if got["zen4"]:
-        assert got["info"]["corename"] == "Haswell"
-        assert got["info"]["float64"] is False
-        assert any(path == got["info"]["library"] for path, _ in got["libs"])
-        assert all(n <= 2 for _, n in got["libs"])
+        assert "first float32 product" in got["before"]["reason"]
+        assert got["info"]["corename"] == "Haswell" and got["info"]["float64"] is False
+        private = [n for path, n in got["libs"] if path == got["info"]["library"]]
+        # Loaded inside a 1-thread block, it starts with 1 thread.
+        assert private == [1]
     else:
         assert got["info"]["library"] is None
-    assert all(n == 1 for n in got["limited"])
 
 
 @needs_private
