@@ -3,6 +3,8 @@
 `tests/` is on sys.path once its conftest is loaded, so any test file can `from _env import ...`.
 """
 import importlib.util
+import os
+import subprocess
 
 
 def installed(name: str) -> bool:
@@ -20,3 +22,24 @@ def _gpu_available() -> bool:
 
 
 HAS_GPU = _gpu_available()
+
+
+# Real Chainer (7.8.1) for the differential tests of plait.chainer: an interpreter in its own
+# venv (numpy < 2), run through subprocesses. `bash bench/setup_peers.sh chainer` builds one.
+CHAINER_PEER = os.environ.get("PLAIT_CHAINER_PYTHON", "/tmp/chainervenv/bin/python")
+_chainer_peer_ok = None
+
+
+def chainer_peer_available() -> bool:
+    """True when CHAINER_PEER exists and imports chainer (probed once per test session)."""
+    global _chainer_peer_ok
+    if _chainer_peer_ok is None:
+        _chainer_peer_ok = False
+        if os.path.exists(CHAINER_PEER):
+            try:
+                out = subprocess.run([CHAINER_PEER, "-c", "import chainer"], capture_output=True,
+                                     text=True, timeout=120)
+                _chainer_peer_ok = out.returncode == 0
+            except (OSError, subprocess.SubprocessError):
+                pass
+    return _chainer_peer_ok

@@ -4,7 +4,6 @@ plait saves each link with save_npz; the peer loads the file into the same Chain
 (so Chainer's key names are checked too), runs it on the same inputs and writes outputs.
 Skips when $PLAIT_CHAINER_PYTHON (default /tmp/chainervenv/bin/python) cannot import chainer.
 """
-import os
 import subprocess
 import textwrap
 
@@ -20,17 +19,7 @@ from plait.chainer.links.connection.lstm import LSTM
 from plait.chainer.links.connection.maxout import Maxout
 from plait.chainer.links.normalization.batch_normalization import BatchNormalization
 
-PEER = os.environ.get("PLAIT_CHAINER_PYTHON", "/tmp/chainervenv/bin/python")
-
-
-def _peer_available() -> bool:
-    if not os.path.exists(PEER):
-        return False
-    try:
-        out = subprocess.run([PEER, "-c", "import chainer"], capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return out.returncode == 0
+from _env import CHAINER_PEER as PEER, chainer_peer_available as _peer_available  # noqa: E402
 
 
 pytestmark = pytest.mark.skipif(not _peer_available(), reason=f"no Python with chainer at {PEER}")

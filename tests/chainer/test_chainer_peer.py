@@ -6,9 +6,7 @@ interpreter is missing or cannot import chainer. The peer writes arrays to .npz 
 this side compares with plait's.
 """
 import json
-import os
 import subprocess
-import sys
 import textwrap
 
 import numpy
@@ -19,18 +17,7 @@ import plait.chainer.functions as F
 import plait.chainer.links as L
 from plait.chainer import Variable, optimizers, serializers
 
-PEER = os.environ.get("PLAIT_CHAINER_PYTHON", "/tmp/chainervenv/bin/python")
-
-
-def _peer_available() -> bool:
-    if not os.path.exists(PEER):
-        return False
-    try:
-        out = subprocess.run([PEER, "-c", "import chainer; print(chainer.__version__)"],
-                             capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return out.returncode == 0
+from _env import CHAINER_PEER as PEER, chainer_peer_available as _peer_available  # noqa: E402
 
 
 pytestmark = pytest.mark.skipif(not _peer_available(), reason=f"no Python with chainer at {PEER}")

@@ -1,5 +1,4 @@
 """Inception, InceptionBN and MLPConvolution2D: shapes, NumPy forward, gradients, npz layout, chainer peer."""
-import os
 import subprocess
 import textwrap
 
@@ -12,7 +11,7 @@ from plait.chainer.links.connection.inception import Inception
 from plait.chainer.links.connection.inceptionbn import InceptionBN
 from plait.chainer.links.connection.mlp_convolution_2d import MLPConvolution2D
 
-PEER = os.environ.get("PLAIT_CHAINER_PYTHON", "/tmp/chainervenv/bin/python")
+from _env import CHAINER_PEER as PEER, chainer_peer_available as _peer_available  # noqa: E402
 EPS = 1e-5
 
 
@@ -394,15 +393,6 @@ def test_mlpconv_rejects_bad_out_channels(out_channels, exc):
 
 
 # ------------------------------------------------------------------ chainer 7.8.1 peer
-
-def _peer_available():
-    if not os.path.exists(PEER):
-        return False
-    try:
-        out = subprocess.run([PEER, "-c", "import chainer"], capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return out.returncode == 0
 
 
 _PEER = """

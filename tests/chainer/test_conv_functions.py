@@ -1,6 +1,5 @@
 """Chainer-face convolution, deconvolution and pooling: loops, numerical gradients, real Chainer."""
 import itertools
-import os
 import subprocess
 import textwrap
 
@@ -18,7 +17,7 @@ from plait.chainer.links.connection.convolution_2d import Convolution2D
 from plait.chainer.links.connection.deconvolution_2d import Deconvolution2D
 from plait.chainer.utils import type_check
 
-PEER = os.environ.get("PLAIT_CHAINER_PYTHON", "/tmp/chainervenv/bin/python")
+from _env import CHAINER_PEER as PEER, chainer_peer_available as _peer_available  # noqa: E402
 
 
 def _pair(v):
@@ -246,16 +245,6 @@ def test_deconvolution2d_link():
 
 
 # ------------------------------------------------------------------ real Chainer
-
-
-def _peer_available() -> bool:
-    if not os.path.exists(PEER):
-        return False
-    try:
-        out = subprocess.run([PEER, "-c", "import chainer"], capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return out.returncode == 0
 
 
 _PEER = """

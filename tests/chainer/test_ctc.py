@@ -5,7 +5,6 @@ list of inputs, readable errors, and a differential test against chainer 7.8.1 w
 available in its own interpreter.
 """
 import itertools
-import os
 import subprocess
 import textwrap
 
@@ -254,7 +253,7 @@ def test_check_inputs_accepts_valid_batches():
 
 # ------------------------------------------------------------------ against chainer 7.8.1
 
-PEER = os.environ.get("PLAIT_CHAINER_PYTHON", "/tmp/chainervenv/bin/python")
+from _env import CHAINER_PEER as PEER, chainer_peer_available as _peer_available  # noqa: E402
 
 _PEER_SCRIPT = """
 import sys, numpy as np, chainer, chainer.functions as F
@@ -273,16 +272,6 @@ for case in ('plain', 'lengths'):
     out[case + '_grad'] = np.stack([v.grad for v in xs])
 np.savez(d + '/out.npz', **out)
 """
-
-
-def _peer_available() -> bool:
-    if not os.path.exists(PEER):
-        return False
-    try:
-        proc = subprocess.run([PEER, "-c", "import chainer"], capture_output=True, timeout=120)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return proc.returncode == 0
 
 
 @pytest.mark.skipif(not _peer_available(), reason=f"no Python with chainer at {PEER}")

@@ -4,7 +4,6 @@ Chainer 7 kept these functions' math from 1.7.2 (it added `reduce=` options whos
 give the old results). Both sides get the same float64 inputs and output gradients; outputs
 and input gradients must agree. Skips when the Chainer interpreter is missing.
 """
-import os
 import subprocess
 import textwrap
 
@@ -36,17 +35,7 @@ from plait.chainer.functions.normalization.batch_normalization import (
 )
 from plait.chainer.functions.normalization.local_response_normalization import local_response_normalization
 
-PEER = os.environ.get("PLAIT_CHAINER_PYTHON", "/tmp/chainervenv/bin/python")
-
-
-def _peer_available() -> bool:
-    if not os.path.exists(PEER):
-        return False
-    try:
-        out = subprocess.run([PEER, "-c", "import chainer"], capture_output=True, text=True, timeout=120, cwd="/")
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return out.returncode == 0
+from _env import CHAINER_PEER as PEER, chainer_peer_available as _peer_available  # noqa: E402
 
 
 pytestmark = pytest.mark.skipif(not _peer_available(), reason=f"no Python with chainer at {PEER}")

@@ -5,7 +5,6 @@ central differences in float64, and (when a Python with chainer 7.8.1 is present
 real Chainer on the same weights and the same noise words.
 """
 import itertools
-import os
 import subprocess
 import textwrap
 
@@ -379,7 +378,7 @@ def test_negative_sampling_link_trains_and_round_trips(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # Against the real Chainer (7.8.1, in its own interpreter)
 
-PEER = os.environ.get("PLAIT_CHAINER_PYTHON", "/tmp/chainervenv/bin/python")
+from _env import CHAINER_PEER as PEER, chainer_peer_available as _peer_available  # noqa: E402
 
 _PEER_SCRIPT = """
 import sys, json, numpy as np, chainer, chainer.functions as F, chainer.links as L
@@ -408,16 +407,6 @@ res.update(ns_W0=ns.W.array)
 np.savez(d + '/peer.npz', **res)
 open(d + '/huffman.txt', 'w').write(out['huffman'])
 """
-
-
-def _peer_available() -> bool:
-    if not os.path.exists(PEER):
-        return False
-    try:
-        out = subprocess.run([PEER, "-c", "import chainer"], capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return out.returncode == 0
 
 
 @pytest.mark.skipif(not _peer_available(), reason=f"no Python with chainer at {PEER}")
