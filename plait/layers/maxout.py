@@ -3,7 +3,7 @@ from typing import Any, Callable, Optional, Tuple
 
 from ..config import registry
 from ..initializers import glorot_uniform_init, zero_init
-from ..model import Model
+from ..model import Model, _predicting
 from ..types import Floats2d
 from ..util import get_width, partial
 from .chain import chain
@@ -57,7 +57,9 @@ def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Call
     W = ops.reshape2f(model.get_param("W"), nO * nP, nI)
     b = ops.reshape1f(model.get_param("b"), nO * nP)
     _check_input(model, X, nI)
-    best, which = _affine_maxout(ops, X, W, b, nO, nP)
+    # Model.predict never asks for the backprop, so the winners need not be kept.
+    keep_which = is_train or not _predicting.get()
+    best, which = _affine_maxout(ops, X, W, b, nO, nP, keep_which)
 
     def backprop(d_best: OutT) -> InT:
         # Only the winning piece of each output gets a gradient: the backend's fused op skips
@@ -79,13 +81,16 @@ def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Call
 _PIECES_BLOCK_BYTES = 1 << 20
 
 
-def _affine_maxout(ops: Any, X: Any, W: Any, b: Any, nO: int, nP: int) -> Tuple[Any, Any]:
-    """max over pieces of X @ W.T + b, and the winning piece: (nB, nO) each."""
+def _affine_maxout(
+    ops: Any, X: Any, W: Any, b: Any, nO: int, nP: int, keep_which: bool = True
+) -> Tuple[Any, Any]:
+    """max over pieces of X @ W.T + b, and the winning piece (None unless keep_which): (nB, nO) each."""
     nB = X.shape[0]
     rows = max(1, _PIECES_BLOCK_BYTES // max(1, nO * nP * X.dtype.itemsize))
     if nB <= 2 * rows:
         Z = ops.affine(X, W, b)  # (nB, nO * nP): the pieces of each output are adjacent
-        return ops.maxout(ops.reshape3f(Z, nB, nO, nP))
+        best, which = ops.maxout(ops.reshape3f(Z, nB, nO, nP))
+        return best, (which if keep_which else None)
     best = which = None
     for start in range(0, nB, rows):
         Z = ops.affine(X[start : start + rows], W, b)
@@ -93,9 +98,11 @@ def _affine_maxout(ops: Any, X: Any, W: Any, b: Any, nO: int, nP: int) -> Tuple[
         del Z
         if best is None:
             best = ops.xp.empty((nB, nO), dtype=block_best.dtype)
-            which = ops.xp.empty((nB, nO), dtype=block_which.dtype)
+            if keep_which:
+                which = ops.xp.empty((nB, nO), dtype=block_which.dtype)
         best[start : start + rows] = block_best
-        which[start : start + rows] = block_which
+        if keep_which:
+            which[start : start + rows] = block_which
     return best, which
 
 
