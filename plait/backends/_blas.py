@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import threading
 from typing import Any, Dict, Optional
 
@@ -174,6 +175,14 @@ def load_pending() -> bool:
 
 
 def _numpy_blas_threads() -> Optional[int]:
+    from . import _threads
+
+    planned = _threads.plan_threads()
+    preset = _threads._state.get("blas_env")
+    if preset is not None and preset <= planned and "threadpoolctl" not in sys.modules:
+        # numpy's BLAS read it when it loaded, and no threadpoolctl block can have changed it
+        # since (threadpoolctl was never imported): no need to import it just to ask.
+        return preset
     try:
         from threadpoolctl import threadpool_info
     except ImportError:

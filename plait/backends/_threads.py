@@ -49,6 +49,16 @@ def _user_threads() -> Optional[tuple]:
     return None
 
 
+def _int_variable(names: tuple) -> Optional[int]:
+    """The first of `names` set to a positive int (its first comma-separated level), else None."""
+    for name in names:
+        raw = os.environ.get(name, "").strip()
+        if raw:
+            head = raw.split(",")[0].strip()
+            return int(head) if head.isdigit() and int(head) >= 1 else None
+    return None
+
+
 def available_cores() -> int:
     """Cores this process may run on (its CPU affinity), at least 1."""
     try:
@@ -110,6 +120,9 @@ def plan_threads() -> int:
     """Decide the thread count once per process and export it to OpenMP; returns it."""
     if _state["planned"]:
         return int(_state["threads"])
+    # What OpenBLAS itself reads when it loads (most specific first), as the process got it:
+    # taken before plait sets OMP_NUM_THREADS below, which a BLAS loaded earlier never saw.
+    _state["blas_env"] = _int_variable(("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"))
     user = _user_threads()
     if user is not None:
         threads, source = user
@@ -135,7 +148,13 @@ def apply_blas_limit() -> None:
     if _state["blas_applied"]:
         return
     _state["blas_applied"] = True
-    _limit_blas(plan_threads(), only_lower=True)
+    n = plan_threads()
+    # A BLAS that read a count <= n from the environment is held already; skipping the check
+    # spares the threadpoolctl import (about 0.5 MB) in every such process.
+    preset = _state.get("blas_env")
+    if preset is not None and preset <= n:
+        return
+    _limit_blas(n, only_lower=True)
 
 
 def _limit_blas(n: int, only_lower: bool = False) -> None:

@@ -114,3 +114,23 @@ def test_set_num_threads_gives_the_claims_back(tmp_path):
 def test_set_num_threads_rejects_bad_values(bad):
     with pytest.raises(ValueError, match="'n' must be an int >= 1"):
         _threads.set_num_threads(bad)
+
+
+def test_a_blas_count_from_the_environment_needs_no_threadpoolctl(tmp_path):
+    code = (
+        "import sys, numpy\n"
+        "from plait.backends import NumpyOps\n"
+        "ops = NumpyOps()\n"
+        "x = numpy.ones((300, 300), 'float32')\n"
+        "assert (ops.gemm(x, x) == 300).all()\n"
+        "print('threadpoolctl' in sys.modules)\n"
+    )
+    env = child_env(tmp_path, OPENBLAS_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+    # Without such a variable plait lowers the BLAS through threadpoolctl.
+    env = child_env(tmp_path, PLAIT_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"
