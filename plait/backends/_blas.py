@@ -3,12 +3,14 @@
 By default products go through numpy.matmul, i.e. the OpenBLAS numpy ships. On AMD Zen 4
 processors that OpenBLAS picks its "SkylakeX" AVX-512 kernels, and Zen 4 runs them slower
 than OpenBLAS's own AVX2 ("Haswell", also used for "Zen") kernels: single-threaded float32
-products ran 0-100% faster (mostly 8-50%) with the AVX2 kernels of the newer OpenBLAS, from
-32x64x64 to 1024^3, in all three transpose layouts (bench/README.md, "Matrix products").
-float64 was mixed (0.8x-1.2x), so it stays on numpy's copy. numpy's copy cannot be switched
-safely once loaded (and is shared with everything else in the process), so plait loads its own
-OpenBLAS, the `scipy-openblas32` wheel (the build numpy and SciPy bundle), with the AVX2
-kernels selected while it loads, and sends float32 products through it.
+products from 32x64x64 to 1024^3, in all three transpose layouts, ran at the same speed or up
+to 2x faster with the AVX2 kernels of the newer OpenBLAS, mostly 8-50% faster (single noisy
+readings as low as 0.7x around 1e6 multiply-adds did not repeat; bench/README.md, "Matrix
+products"). float64 was mixed (0.8x-1.2x), so it stays on numpy's copy. numpy's copy cannot be
+switched safely once loaded (and is shared with everything else in the process), so plait loads
+its own OpenBLAS, the `scipy-openblas32` wheel (the build numpy and SciPy bundle), with the AVX2
+kernels selected while it loads, at the first float32 product of at least LOAD_MIN_WORK
+multiply-adds, and sends every float32 product through it from then on.
 
 `PLAIT_BLAS` chooses: `auto` (default: as above, on Zen 4 only), `numpy` (never load a second
 BLAS), `openblas` (use the private OpenBLAS on any processor, float32 and float64, with
