@@ -15,6 +15,8 @@ Large arrays are cut into fixed blocks that OpenMP threads take in any order; ea
 computed by the same code whatever the thread count, so results never depend on it.
 """
 cimport numpy as cnp
+
+from ._arrays cimport _float_kind_any
 from cython.parallel cimport prange
 from libc.stdint cimport int64_t
 
@@ -635,19 +637,8 @@ cdef inline int _threads(Py_ssize_t work, Py_ssize_t items) noexcept nogil:
 
 
 cdef inline int _kind(object X) noexcept:
-    """4 or 8 for a float32/float64 numpy array (rank >= 1, C order, aligned, native byte
-    order) that a kernel may read in place, else 0."""
-    if not cnp.PyArray_CheckExact(X):
-        return 0
-    cdef cnp.ndarray A = <cnp.ndarray>X
-    if cnp.PyArray_NDIM(A) < 1 or not cnp.PyArray_ISCARRAY_RO(A) or not cnp.PyArray_ISNOTSWAPPED(A):
-        return 0
-    cdef int t = cnp.PyArray_TYPE(A)
-    if t == cnp.NPY_FLOAT32:
-        return 4
-    if t == cnp.NPY_FLOAT64:
-        return 8
-    return 0
+    """4 or 8 for a float32/float64 numpy array of rank >= 1 that a kernel may read in place."""
+    return _float_kind_any(X, 1)
 
 
 cdef bint _same_shape(object A, object B) noexcept:
