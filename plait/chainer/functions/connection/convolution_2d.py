@@ -6,6 +6,28 @@ from ....backends._conv import as_nd_tuple
 from ...utils import type_check
 
 
+def check_filter_types(in_types: Any, w_in_axis: int, w_out_axis: int) -> None:
+    """The type checks of (de)convolution_2d: x (n, c_I, h, w), a 4-d W whose axis w_in_axis
+    is c_I, and an optional b with one value per c_O (W's axis w_out_axis)."""
+    n_in = in_types.size()
+    type_check.expect(2 <= n_in, n_in <= 3)
+    x_type, w_type = in_types[:2]
+    type_check.expect(
+        x_type.dtype.kind == "f",
+        w_type.dtype == x_type.dtype,
+        x_type.ndim == 4,
+        w_type.ndim == 4,
+        x_type.shape[1] == w_type.shape[w_in_axis],
+    )
+    if n_in.eval() == 3:
+        b_type = in_types[2]
+        type_check.expect(
+            b_type.dtype == x_type.dtype,
+            b_type.ndim == 1,
+            b_type.shape[0] == w_type.shape[w_out_axis],
+        )
+
+
 class Convolution2DFunction(function.Function):
     """x (n, c_I, h, w), W (c_O, c_I, k_H, k_W) [, b (c_O,)] -> (n, c_O, h_O, w_O)"""
 
@@ -16,23 +38,7 @@ class Convolution2DFunction(function.Function):
         self.cover_all = cover_all
 
     def check_type_forward(self, in_types: Any) -> None:
-        n_in = in_types.size()
-        type_check.expect(2 <= n_in, n_in <= 3)
-        x_type, w_type = in_types[:2]
-        type_check.expect(
-            x_type.dtype.kind == "f",
-            w_type.dtype == x_type.dtype,
-            x_type.ndim == 4,
-            w_type.ndim == 4,
-            x_type.shape[1] == w_type.shape[1],
-        )
-        if n_in.eval() == 3:
-            b_type = in_types[2]
-            type_check.expect(
-                b_type.dtype == x_type.dtype,
-                b_type.ndim == 1,
-                b_type.shape[0] == w_type.shape[0],
-            )
+        check_filter_types(in_types, w_in_axis=1, w_out_axis=0)
 
     def _settings(self) -> dict:
         return dict(stride=(self.sy, self.sx), pad=(self.ph, self.pw), cover_all=self.cover_all)

@@ -3,7 +3,7 @@ from typing import Any
 
 from ... import cuda, function
 from ....backends._conv import as_nd_tuple
-from ...utils import type_check
+from .convolution_2d import check_filter_types
 
 
 class Deconvolution2DFunction(function.Function):
@@ -16,23 +16,8 @@ class Deconvolution2DFunction(function.Function):
         self.use_cudnn = use_cudnn
 
     def check_type_forward(self, in_types: Any) -> None:
-        n_in = in_types.size()
-        type_check.expect(2 <= n_in, n_in <= 3)
-        x_type, w_type = in_types[:2]
-        type_check.expect(
-            x_type.dtype.kind == "f",
-            w_type.dtype == x_type.dtype,
-            x_type.ndim == 4,
-            w_type.ndim == 4,
-            x_type.shape[1] == w_type.shape[0],
-        )
-        if n_in.eval() == 3:
-            b_type = in_types[2]
-            type_check.expect(
-                b_type.dtype == x_type.dtype,
-                b_type.ndim == 1,
-                b_type.shape[0] == w_type.shape[1],
-            )
+        # W is (c_I, c_O, k_H, k_W): the transpose of convolution_2d's layout.
+        check_filter_types(in_types, w_in_axis=0, w_out_axis=1)
 
     def forward(self, inputs: tuple) -> tuple:
         x, W = inputs[:2]
