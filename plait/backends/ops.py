@@ -742,6 +742,27 @@ class Ops(ConvOps):
             dX /= temperature
         return dX
 
+    def log_softmax(self, X: FloatsT, *, axis: int = -1) -> FloatsT:
+        """log(softmax(X)) along `axis`, as X - max - log(sum(exp(X - max))) (a plait addition).
+
+        Never forms softmax itself, so very negative scores give finite logs instead of log(0).
+        """
+        check_array("log_softmax", "X", X, kind="f")
+        xp = self.xp
+        Y = X - X.max(axis=axis, keepdims=True)
+        Y -= xp.log(xp.exp(Y).sum(axis=axis, keepdims=True))
+        return Y
+
+    def backprop_log_softmax(self, Y: FloatsT, dY: FloatsT, *, axis: int = -1) -> FloatsT:
+        """dX = dY - exp(Y) * sum(dY, axis), for Y = log_softmax(X) (a plait addition)."""
+        check_array("backprop_log_softmax", "Y", Y, kind="f")
+        check_array("backprop_log_softmax", "dY", dY, kind="f")
+        check_same_shape("backprop_log_softmax", "Y", Y, "dY", dY)
+        dX = self.xp.exp(Y)
+        dX *= -dY.sum(axis=axis, keepdims=True)
+        dX += dY
+        return dX
+
     def softmax_sequences(
         self, Xs: Floats2d, lengths: Ints1d, *, inplace: bool = False, axis: int = -1
     ) -> Floats2d:
