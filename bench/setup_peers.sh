@@ -33,8 +33,9 @@ for peer in $want; do
     case "$peer" in
         thinc91) make_peer thinc91 "thinc==9.1.1" numpy; check_peer thinc91 thinc ;;
         thinc83) make_peer thinc83 "thinc==8.3.14" numpy; check_peer thinc83 thinc ;;
-        # chainer 7.8.1 predates numpy 2 and builds only with an older setuptools.
-        chainer) make_peer chainer "setuptools<70" "numpy<2"
+        # chainer 7.8.1 predates numpy 2 and builds only with an older setuptools (and wheel: a
+        # venv of a current python has no bdist_wheel without it).
+        chainer) make_peer chainer "setuptools<70" wheel "numpy<2"
                  make_peer chainer --no-build-isolation "chainer==7.8.1"; check_peer chainer chainer ;;
         *) echo "setup_peers: unknown peer '$peer' (known: thinc91 thinc83 chainer)" >&2; exit 2 ;;
     esac
