@@ -25,8 +25,14 @@ HAS_GPU = _gpu_available()
 
 
 # Real Chainer (7.8.1) for the differential tests of plait.chainer: an interpreter in its own
-# venv (numpy < 2), run through subprocesses. `bash bench/setup_peers.sh chainer` builds one.
-CHAINER_PEER = os.environ.get("PLAIT_CHAINER_PYTHON", "/tmp/chainervenv/bin/python")
+# venv (numpy < 2), run through subprocesses. `bash bench/setup_peers.sh chainer` builds one in
+# bench/.venvs/chainer, which is used when $PLAIT_CHAINER_PYTHON does not name another.
+_BENCH_CHAINER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                              "bench", ".venvs", "chainer", "bin", "python")
+CHAINER_PEER = os.environ.get(
+    "PLAIT_CHAINER_PYTHON",
+    _BENCH_CHAINER if os.path.exists(_BENCH_CHAINER) else "/tmp/chainervenv/bin/python",
+)
 _chainer_peer_ok = None
 
 

@@ -2,7 +2,8 @@
 
 plait saves each link with save_npz; the peer loads the file into the same Chainer link
 (so Chainer's key names are checked too), runs it on the same inputs and writes outputs.
-Skips when $PLAIT_CHAINER_PYTHON (default /tmp/chainervenv/bin/python) cannot import chainer.
+Skips when $PLAIT_CHAINER_PYTHON (default: bench/.venvs/chainer/bin/python, which
+`bash bench/setup_peers.sh chainer` creates) cannot import chainer.
 """
 import subprocess
 import textwrap

@@ -1,8 +1,9 @@
 """Differential tests against the real Chainer (7.8.1, in its own interpreter).
 
 Chainer does not install next to numpy 2, so it runs in a separate Python given by
-$PLAIT_CHAINER_PYTHON (default /tmp/chainervenv/bin/python); everything here skips when that
-interpreter is missing or cannot import chainer. The peer writes arrays to .npz files that
+$PLAIT_CHAINER_PYTHON (default: bench/.venvs/chainer/bin/python, which
+`bash bench/setup_peers.sh chainer` creates); everything here skips when that interpreter is
+missing or cannot import chainer. The peer writes arrays to .npz files that
 this side compares with plait's.
 """
 import json
