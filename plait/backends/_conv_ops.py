@@ -165,10 +165,14 @@ class ConvOps:
         dilation: Any = 1,
         groups: int = 1,
         cover_all: bool = False,
+        *,
+        need_dX: bool = True,
     ) -> Tuple[Any, Any, Any]:
         """Gradients of conv_nd for its input, filters and bias.
 
         dY (nB, O, *out), X (nB, C, *size), W (O, C // groups, *k) -> (dX, dW, db (O,))
+        With need_dX=False, dX is None and its cost is skipped (deconv_nd(dY, W, ...,
+        outsize=X.shape[2:]) computes it later).
         """
         where = "Ops.backprop_conv_nd"
         n, k, s, p, d = ConvOps._conv_args(where, X, W, stride, pad, dilation, groups)
@@ -178,7 +182,9 @@ class ConvOps:
         if tuple(dY.shape) != expected:
             raise ValueError(f"{where}: dY must have shape {expected} (conv_nd's output), got {tuple(dY.shape)}.")
         xp = self.xp
-        dX = _conv_backward_data(xp, dY, W, X.shape[2:], s, p, d, G).astype(X.dtype, copy=False)
+        dX = None
+        if need_dX:
+            dX = _conv_backward_data(xp, dY, W, X.shape[2:], s, p, d, G).astype(X.dtype, copy=False)
         dW = _conv_backward_filter(xp, dY, X, k, s, p, d, G).astype(W.dtype, copy=False)
         db = dY.sum(axis=(0,) + tuple(range(2, 2 + n)))
         return dX, dW, db

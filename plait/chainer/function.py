@@ -105,6 +105,10 @@ class Function:
 
     type_check_enable = int(os.environ.get("CHAINER_TYPE_CHECK", "1")) != 0
     rank = 0
+    # Inputs whose gradient backward can hand back as a DeferredGrad (computed when read) when
+    # Variable.backward lists them in _lazy_grads: it does so for inputs that are graph roots.
+    _deferrable_inputs: Tuple[int, ...] = ()
+    _lazy_grads: Tuple[int, ...] = ()
     inputs: Optional[Tuple[Variable, ...]] = None
     outputs: Optional[Tuple[Any, ...]] = None
 

@@ -7,7 +7,7 @@ import numpy
 
 from .flag import Flag, OFF
 
-__all__ = ["Variable"]
+__all__ = ["Variable", "DeferredGrad"]
 
 
 def _is_array(x: Any) -> bool:
@@ -49,6 +49,27 @@ def _check_grad(var: "Variable", grad: Any, where: str) -> None:
         )
 
 
+class DeferredGrad:
+    """A gradient that is computed only when someone reads it: ``compute(*args)``.
+
+    A Function's backward may hand one back, in place of an array, for an input that is a root
+    of the graph (not a parameter's gradient the optimizer will read, typically the data fed to
+    the first layer), when Variable.backward asks for it. The arguments must be private copies,
+    so that nothing done to the weights or gradients afterwards changes the result.
+    """
+
+    __slots__ = ("compute", "args", "shape", "dtype")
+
+    def __init__(self, compute: Any, args: tuple, shape: tuple, dtype: Any) -> None:
+        self.compute = compute
+        self.args = args
+        self.shape = tuple(shape)
+        self.dtype = dtype
+
+    def __call__(self) -> Any:
+        return self.compute(*self.args)
+
+
 class Variable:
     """An array with the function that created it, so gradients can flow back to its inputs.
 
@@ -62,6 +83,9 @@ class Variable:
     # operators instead of being broadcast elementwise by numpy.
     __array_priority__ = 200
     __array_ufunc__ = None
+    # Class-level defaults, so that Variables pickled before these existed still load.
+    _grad_zero = False
+    _grad_pending: tuple = ()
 
     def __init__(self, data: Any, volatile: Any = OFF, name: Optional[str] = None) -> None:
         if not _is_array(data):
@@ -80,6 +104,8 @@ class Variable:
         # the array is only filled when someone reads it. A backward then writes the first
         # gradient straight into it (a copy) instead of filling it and adding to zeros.
         self._grad_zero = False
+        # Gradients handed back as DeferredGrad by a backward: added to _grad when it is read.
+        self._grad_pending = ()
         self.creator = None
         self.name = name
 
@@ -91,6 +117,7 @@ class Variable:
     def __getstate__(self) -> dict:
         # The graph holds weak references, which cannot be pickled: a pickled (or deep-copied)
         # Variable comes back as a root.
+        self._settle_grad()
         state = dict(self.__dict__)
         state["creator"] = None
         state["rank"] = 0
@@ -170,7 +197,7 @@ class Variable:
 
     @property
     def grad(self) -> Any:
-        if self._grad_zero:
+        if self._grad_zero or self._grad_pending:
             self._settle_grad()
         return self._grad
 
@@ -181,12 +208,25 @@ class Variable:
         self._grad = g
         self._grad_shared = False
         self._grad_zero = False
+        self._grad_pending = ()
 
     def _settle_grad(self) -> None:
-        """Fill a gradient that zerograd() left pending with its zeros."""
+        """Fill a gradient that zerograd() left pending with its zeros, then add the deferred ones."""
         if self._grad_zero:
             self._grad.fill(0)
             self._grad_zero = False
+        if self._grad_pending:
+            pending = self._grad_pending
+            self._grad_pending = ()
+            for deferred in pending:
+                g = deferred()
+                if self._grad is None:
+                    # A fresh array computed for this variable alone: it owns it.
+                    self._grad = g
+                    self._grad_shared = False
+                else:
+                    self._writable_grad()
+                    self._grad += g
 
     def _writable_grad(self) -> Any:
         """The gradient array, copied first if it may be shared, so it can be changed in place."""
@@ -222,6 +262,7 @@ class Variable:
 
     def zerograd(self) -> None:
         """Set the gradient to zeros (allocated if unset, else the same array, zeroed)."""
+        self._grad_pending = ()
         if self._grad is None or self._grad_shared:
             self._grad = _xp(self.data).zeros_like(self.data)
             self._grad_shared = False
@@ -235,6 +276,7 @@ class Variable:
         self._grad = None
         self._grad_shared = False
         self._grad_zero = False
+        self._grad_pending = ()
 
     def copydata(self, var: "Variable") -> None:
         """Copy var's data into this variable's array, across host and devices."""
@@ -336,7 +378,20 @@ class Variable:
             hooks = list(global_hooks.values()) + (list(local.values()) if local else [])
             for hook in hooks:
                 hook.backward_preprocess(func, in_data, out_grad)
-            gxs = func.backward(in_data, out_grad)
+            # Gradients of graph roots that a function can compute later (Linear's input, say)
+            # are asked for as DeferredGrad: nothing is spent on the input data's gradient
+            # unless someone reads it. Debug mode checks every gradient for NaN, so it takes
+            # them all now.
+            lazy = func._deferrable_inputs
+            if lazy and not debug:
+                lazy = tuple([i for i in lazy if func.inputs[i].creator is None])
+                func._lazy_grads = lazy
+                try:
+                    gxs = func.backward(in_data, out_grad)
+                finally:
+                    func._lazy_grads = ()
+            else:
+                gxs = func.backward(in_data, out_grad)
             if type(gxs) is not tuple or len(gxs) != len(in_data):
                 raise TypeError(
                     f"{func.label}.backward must return a tuple with one gradient (or None) per "
@@ -357,6 +412,17 @@ class Variable:
             for i, (x, gx) in enumerate(zip(func.inputs, gxs)):
                 if gx is None:
                     continue
+                if type(gx) is DeferredGrad:
+                    if gx.shape != x.data.shape or gx.dtype != x.data.dtype:
+                        raise ValueError(
+                            f"{func.label}.backward (gradient of input {i}): the deferred gradient "
+                            f"has shape {gx.shape} and dtype {gx.dtype}, but the input has shape "
+                            f"{x.data.shape} and dtype {x.data.dtype}."
+                        )
+                    if x.creator is None:
+                        x._grad_pending += (gx,)
+                        continue
+                    gx = gx()
                 _check_grad(x, gx, f"{func.label}.backward (gradient of input {i})")
                 if x.creator is not None:
                     push(x.creator)

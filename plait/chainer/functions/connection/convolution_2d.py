@@ -4,6 +4,7 @@ from typing import Any
 from ... import cuda, function
 from ....backends._conv import as_nd_tuple
 from ...utils import type_check
+from ...variable import DeferredGrad
 
 
 def check_filter_types(in_types: Any, w_in_axis: int, w_out_axis: int) -> None:
@@ -49,13 +50,29 @@ class Convolution2DFunction(function.Function):
         ops = cuda._ops_for(x)
         return ops.conv_nd(x, W, b, **self._settings()),
 
+    _deferrable_inputs = (0,)
+
     def backward(self, inputs: tuple, grad_outputs: tuple) -> tuple:
         x, W = inputs[:2]
+        gy = grad_outputs[0]
         ops = cuda._ops_for(x)
-        gx, gW, gb = ops.backprop_conv_nd(grad_outputs[0], x, W, **self._settings())
+        if self._lazy_grads:
+            # x is a root (the images, typically): its gradient, a transposed convolution, waits
+            # until someone reads x.grad. NOTE: private copies; the optimizer updates W in place.
+            _, gW, gb = ops.backprop_conv_nd(gy, x, W, **self._settings(), need_dX=False)
+            args = (ops, gy.copy(), W.copy(), (self.sy, self.sx), (self.ph, self.pw), x.shape[2:])
+            gx = DeferredGrad(_input_grad, args, x.shape, x.dtype)
+        else:
+            gx, gW, gb = ops.backprop_conv_nd(gy, x, W, **self._settings())
         if len(inputs) == 3:
             return gx, gW, gb
         return gx, gW
+
+
+def _input_grad(ops: Any, gy: Any, W: Any, stride: tuple, pad: tuple, size: tuple) -> Any:
+    # conv's input gradient is the transposed convolution of gy with the same filters.
+    with cuda.get_device(gy):
+        return ops.deconv_nd(gy, W, None, stride=stride, pad=pad, outsize=size)
 
 
 def convolution_2d(

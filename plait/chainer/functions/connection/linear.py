@@ -3,6 +3,7 @@ from typing import Any
 
 from ... import cuda, function
 from ...utils import type_check
+from ...variable import DeferredGrad
 
 
 def _as_mat(x: Any) -> Any:
@@ -41,16 +42,28 @@ class LinearFunction(function.Function):
             y += inputs[2]
         return y,
 
+    _deferrable_inputs = (0,)
+
     def backward(self, inputs: tuple, grad_outputs: tuple) -> tuple:
         x = _as_mat(inputs[0])
         W = inputs[1]
         gy = grad_outputs[0]  # (nB, nO)
         ops = cuda._ops_for(x)
-        gx = ops.gemm(gy, W).reshape(inputs[0].shape)  # (nB, nI)
+        if self._lazy_grads:
+            # x is a root (the data, typically): its gradient waits until someone reads x.grad.
+            # NOTE: private copies, since the optimizer updates W in place right after this.
+            gx = DeferredGrad(_input_grad, (ops, gy.copy(), W.copy(), inputs[0].shape), inputs[0].shape, x.dtype)
+        else:
+            gx = _input_grad(ops, gy.copy(), W.copy(), inputs[0].shape)  # (nB, nI)
         gW = ops.gemm(gy, x, trans1=True)  # (nO, nI)
         if len(inputs) == 3:
             return gx, gW, gy.sum(axis=0)
         return gx, gW
+
+
+def _input_grad(ops: Any, gy: Any, W: Any, shape: tuple) -> Any:
+    with cuda.get_device(gy):
+        return ops.gemm(gy, W).reshape(shape)
 
 
 def linear(x: Any, W: Any, b: Any = None) -> Any:
