@@ -54,7 +54,7 @@ class LinearFunction(function.Function):
             # NOTE: private copies, since the optimizer updates W in place right after this.
             gx = DeferredGrad(_input_grad, (ops, gy.copy(), W.copy(), inputs[0].shape), inputs[0].shape, x.dtype)
         else:
-            gx = _input_grad(ops, gy.copy(), W.copy(), inputs[0].shape)  # (nB, nI)
+            gx = _input_grad(ops, gy, W, inputs[0].shape)  # (nB, nI)
         gW = ops.gemm(gy, x, trans1=True)  # (nO, nI)
         if len(inputs) == 3:
             return gx, gW, gy.sum(axis=0)
