@@ -182,6 +182,13 @@ class Function:
         return hooks
 
     def _check_data_type_forward(self, in_data: Tuple[Any, ...]) -> None:
+        # A class may define _types_ok(self, in_data) -> bool next to its check_type_forward:
+        # the same conditions on plain shapes and dtypes, without building expressions. Only
+        # the class's own (never an inherited one, whose check a subclass may have changed) is
+        # used, and only to let valid inputs through: a False runs the full check for its error.
+        fast = type(self).__dict__.get("_types_ok")
+        if fast is not None and fast(self, in_data):
+            return
         in_types = type_check.get_types(in_data, "in_types", False)
         try:
             self.check_type_forward(in_types)

@@ -383,3 +383,16 @@ def same_types(*arrays: Any) -> bool:
     """Whether all arrays are of one kind: all numpy or all cupy."""
     kinds = {type(a).__module__.split(".")[0] for a in arrays}
     return len(kinds) <= 1
+
+
+def _scores_and_labels_ok(in_data: Sequence[Any]) -> bool:
+    """The check of softmax_cross_entropy and accuracy on plain shapes, for their fast path:
+    float scores (nB, nC, d1, ...) and int labels (nB, d1, ...)."""
+    if len(in_data) != 2:
+        return False
+    x, t = in_data
+    xs, ts = x.shape, t.shape
+    return (
+        x.dtype.kind == "f" and t.dtype.kind == "i" and len(xs) >= 2 and len(ts) == len(xs) - 1
+        and xs[0] == ts[0] and xs[2:] == ts[1:]
+    )

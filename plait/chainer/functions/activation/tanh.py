@@ -12,7 +12,8 @@ class Tanh(function.Function):
         self.use_cudnn = use_cudnn
 
     def check_type_forward(self, in_types: Any) -> None:
-        type_check.expect(in_types.size() == 1, in_types[0].dtype.kind == "f")
+        type_check.expect(in_types.size() == 1)
+        type_check.expect(in_types[0].dtype.kind == "f")
 
     def forward(self, inputs: tuple) -> tuple:
         x = inputs[0]

@@ -6,6 +6,13 @@ from ...utils import type_check
 from ...variable import DeferredGrad
 
 
+def _prod(dims: tuple) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
 def _as_mat(x: Any) -> Any:
     # Everything after the batch axis is one feature axis: (nB, ...) -> (nB, nI).
     return x if x.ndim == 2 else x.reshape(len(x), -1)
@@ -32,6 +39,21 @@ class LinearFunction(function.Function):
                 b_type.ndim == 1,
                 b_type.shape[0] == w_type.shape[0],
             )
+
+    def _types_ok(self, in_data: tuple) -> bool:
+        n = len(in_data)
+        if n != 2 and n != 3:
+            return False
+        x, W = in_data[0], in_data[1]
+        xs, ws = x.shape, W.shape
+        if x.dtype.kind != "f" or W.dtype != x.dtype or len(xs) < 2 or len(ws) != 2:
+            return False
+        if (xs[1] if len(xs) == 2 else _prod(xs[1:])) != ws[1]:
+            return False
+        if n == 3:
+            b = in_data[2]
+            return b.dtype == x.dtype and len(b.shape) == 1 and b.shape[0] == ws[0]
+        return True
 
     def forward(self, inputs: tuple) -> tuple:
         x = _as_mat(inputs[0])

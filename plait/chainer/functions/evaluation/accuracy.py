@@ -23,6 +23,9 @@ class Accuracy(function.Function):
             y_type.shape[2:] == t_type.shape[1:],
         )
 
+    def _types_ok(self, in_data: tuple) -> bool:
+        return type_check._scores_and_labels_ok(in_data)
+
     def forward(self, inputs: tuple) -> tuple:
         y, t = inputs
         xp = cuda.get_array_module(y)

@@ -84,7 +84,8 @@ class Absolute(_Unary):
         return "|_|"
 
     def check_type_forward(self, in_types: Any) -> None:
-        type_check.expect(in_types.size() == 1, in_types[0].dtype.kind == "f")
+        type_check.expect(in_types.size() == 1)
+        type_check.expect(in_types[0].dtype.kind == "f")
 
     def forward(self, x: tuple) -> tuple:
         return _fa(abs(x[0])),
@@ -197,7 +198,8 @@ class DivFromConstant(_Unary):
         return f"{_const_label(self.value)} / _"
 
     def check_type_forward(self, in_types: Any) -> None:
-        type_check.expect(in_types.size() == 1, in_types[0].dtype.kind == "f")
+        type_check.expect(in_types.size() == 1)
+        type_check.expect(in_types[0].dtype.kind == "f")
 
     def forward(self, x: tuple) -> tuple:
         return _fa(_preprocess_const(x[0], self.value) / x[0]),
@@ -237,7 +239,8 @@ class PowVarConst(_Unary):
         return f"_ ** {_const_label(self.value)}"
 
     def check_type_forward(self, in_types: Any) -> None:
-        type_check.expect(in_types.size() == 1, in_types[0].dtype.kind == "f")
+        type_check.expect(in_types.size() == 1)
+        type_check.expect(in_types[0].dtype.kind == "f")
 
     def forward(self, x: tuple) -> tuple:
         return _fa(x[0] ** _preprocess_const(x[0], self.value)),
@@ -256,7 +259,8 @@ class PowConstVar(_Unary):
         return f"{_const_label(self.value)} ** _"
 
     def check_type_forward(self, in_types: Any) -> None:
-        type_check.expect(in_types.size() == 1, in_types[0].dtype.kind == "f")
+        type_check.expect(in_types.size() == 1)
+        type_check.expect(in_types[0].dtype.kind == "f")
 
     def forward(self, x: tuple) -> tuple:
         self.y = _fa(_preprocess_const(x[0], self.value) ** x[0])

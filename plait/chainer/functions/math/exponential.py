@@ -13,7 +13,8 @@ class Exp(function.Function):
         return "exp"
 
     def check_type_forward(self, in_types: Any) -> None:
-        type_check.expect(in_types.size() == 1, in_types[0].dtype.kind == "f")
+        type_check.expect(in_types.size() == 1)
+        type_check.expect(in_types[0].dtype.kind == "f")
 
     def forward(self, x: tuple) -> tuple:
         self.y = utils.force_array(cuda.get_array_module(x[0]).exp(x[0]))
@@ -31,7 +32,8 @@ class Log(function.Function):
         return "log"
 
     def check_type_forward(self, in_types: Any) -> None:
-        type_check.expect(in_types.size() == 1, in_types[0].dtype.kind == "f")
+        type_check.expect(in_types.size() == 1)
+        type_check.expect(in_types[0].dtype.kind == "f")
 
     def forward(self, x: tuple) -> tuple:
         return utils.force_array(cuda.get_array_module(x[0]).log(x[0])),

@@ -26,7 +26,8 @@ class _Extremum(function.Function):
         self.keepdims = bool(keepdims)
 
     def check_type_forward(self, in_types: Any) -> None:
-        type_check.expect(in_types.size() == 1, in_types[0].dtype.kind == "f")
+        type_check.expect(in_types.size() == 1)
+        type_check.expect(in_types[0].dtype.kind == "f")
         if self.axis is not None:
             for axis in self.axis:
                 if axis >= 0:

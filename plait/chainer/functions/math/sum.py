@@ -23,7 +23,8 @@ class Sum(function.Function):
             raise TypeError(f"sum: axis must be None, an int or a tuple of ints, got {axis!r}.")
 
     def check_type_forward(self, in_types: Any) -> None:
-        type_check.expect(in_types.size() == 1, in_types[0].dtype.kind == "f")
+        type_check.expect(in_types.size() == 1)
+        type_check.expect(in_types[0].dtype.kind == "f")
         if self.axis is not None:
             for axis in self.axis:
                 if axis >= 0:

@@ -13,7 +13,8 @@ class Sin(function.Function):
         return "sin"
 
     def check_type_forward(self, in_types: Any) -> None:
-        type_check.expect(in_types.size() == 1, in_types[0].dtype.kind == "f")
+        type_check.expect(in_types.size() == 1)
+        type_check.expect(in_types[0].dtype.kind == "f")
 
     def forward(self, x: tuple) -> tuple:
         return utils.force_array(cuda.get_array_module(x[0]).sin(x[0])),
@@ -30,7 +31,8 @@ class Cos(function.Function):
         return "cos"
 
     def check_type_forward(self, in_types: Any) -> None:
-        type_check.expect(in_types.size() == 1, in_types[0].dtype.kind == "f")
+        type_check.expect(in_types.size() == 1)
+        type_check.expect(in_types[0].dtype.kind == "f")
 
     def forward(self, x: tuple) -> tuple:
         return utils.force_array(cuda.get_array_module(x[0]).cos(x[0])),
