@@ -109,6 +109,10 @@ class Function:
     # Variable.backward lists them in _lazy_grads: it does so for inputs that are graph roots.
     _deferrable_inputs: Tuple[int, ...] = ()
     _lazy_grads: Tuple[int, ...] = ()
+    # Inputs whose gradient backward can write into an array given in _grad_into (one entry
+    # per input, None where there is none) and return that same array.
+    _grad_into_inputs: Tuple[int, ...] = ()
+    _grad_into: Tuple[Any, ...] = ()
     inputs: Optional[Tuple[Variable, ...]] = None
     outputs: Optional[Tuple[Any, ...]] = None
 

@@ -385,11 +385,21 @@ class Variable:
             lazy = func._deferrable_inputs
             if lazy and not debug:
                 lazy = tuple([i for i in lazy if func.inputs[i].creator is None])
+            else:
+                lazy = ()
+            # A root whose gradient zerograd() left pending as zeros can take the function's
+            # gradient straight into its array (0 + g written once, not computed then copied).
+            into = func._grad_into_inputs
+            if into:
+                into = _pending_zero_arrays(func.inputs, into)
+            if lazy or into:
                 func._lazy_grads = lazy
+                func._grad_into = into
                 try:
                     gxs = func.backward(in_data, out_grad)
                 finally:
                     func._lazy_grads = ()
+                    func._grad_into = ()
             else:
                 gxs = func.backward(in_data, out_grad)
             if type(gxs) is not tuple or len(gxs) != len(in_data):
@@ -437,6 +447,9 @@ class Variable:
                 if x._grad is None:
                     x._grad = gx
                     x._grad_shared = True
+                elif gx is x._grad and x._grad_zero:
+                    # Written into the pending array through _grad_into: already 0 + gx.
+                    x._grad_zero = False
                 elif x._grad_shared:
                     summed = x._grad + gx
                     # 0-d arrays add up to a numpy scalar; a gradient must stay an array.
@@ -448,6 +461,21 @@ class Variable:
                     x._grad_zero = False
                 else:
                     x._grad += gx
+
+
+def _pending_zero_arrays(inputs: tuple, candidates: tuple) -> tuple:
+    """Per input, the gradient array a backward may overwrite with the input's gradient: that of
+    a candidate root whose gradient is pending zeros and that appears once among the inputs
+    (else None); () when there is none."""
+    found = None
+    for i in candidates:
+        x = inputs[i]
+        if x.creator is None and x._grad_zero and not x._grad_shared and not x._grad_pending:
+            if sum([1 for y in inputs if y is x]) == 1:
+                if found is None:
+                    found = [None] * len(inputs)
+                found[i] = x._grad
+    return tuple(found) if found is not None else ()
 
 
 def _converted(src: Any, like: Any) -> Any:

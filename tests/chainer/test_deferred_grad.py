@@ -1,7 +1,9 @@
-"""Deferred input gradients: a root's gradient through Linear / Convolution2D is computed when read.
+"""Gradients the backward pass does not compute as it goes: a root's gradient through Linear or
+Convolution2D is computed when read, and Linear writes W's gradient into a zerograd() array.
 
 Each test compares against the same computation done eagerly: debug mode asks every function
-for every gradient at once, and plain numpy gives the closed forms.
+for every gradient at once, cleargrads() leaves no array to write into, and plain numpy gives
+the closed forms.
 """
 import copy
 import pickle
@@ -282,3 +284,59 @@ def test_deferred_input_grads_on_gpu_match_cpu():
     g = x.grad
     assert isinstance(g, cupy.ndarray)
     numpy.testing.assert_allclose(cupy.asnumpy(g), expected, rtol=1e-4, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# A parameter's pending zero gradient takes Linear's weight gradient directly (no copy)
+
+
+def _reference_param_grads(model, X, T):
+    ref = copy.deepcopy(model)
+    ref.cleargrads()  # no pending arrays: every gradient is computed fresh
+    _loss(ref, Variable(X), Variable(T)).backward()
+    return {name: p.grad.copy() for name, p in ref.namedparams()}
+
+
+def test_zerograd_array_receives_the_weight_gradient_in_place():
+    model = _mlp()
+    X, T = _data(12)
+    expected = _reference_param_grads(model, X, T)
+    model.zerograds()
+    arrays = {name: p._grad for name, p in model.namedparams()}
+    _loss(model, Variable(X), Variable(T)).backward()
+    for name, p in model.namedparams():
+        assert p.grad is arrays[name], name
+        numpy.testing.assert_array_equal(p.grad, expected[name], err_msg=name)
+
+
+def test_a_weight_used_twice_sums_both_gradients():
+    rng = _rng(13)
+    lin = L.Linear(3, 3)
+    X = rng.normal(size=(2, 3)).astype("f")
+    lin.cleargrads()
+    F.sum(lin(lin(Variable(X)))).backward()
+    expected = lin.W.grad.copy()
+    lin.zerograds()
+    F.sum(lin(lin(Variable(X)))).backward()
+    numpy.testing.assert_allclose(lin.W.grad, expected, rtol=1e-6)
+    # The same variable as Linear's input and weight: no array is handed over.
+    W = Variable(rng.normal(size=(3, 3)))
+    W.zerograd()
+    F.sum(F.linear(W, W)).backward()
+    Wd = W.data
+    numpy.testing.assert_allclose(W.grad, numpy.ones((3, 3)) @ Wd + (numpy.ones((3, 3)).T @ Wd), rtol=1e-12)
+
+
+def test_accumulating_gradients_and_odd_layouts_take_the_copying_path():
+    rng = _rng(14)
+    lin = L.Linear(4, 2)
+    X = rng.normal(size=(3, 4)).astype("f")
+    lin.cleargrads()
+    F.sum(lin(Variable(X))).backward()
+    once = lin.W.grad.copy()
+    F.sum(lin(Variable(X))).backward()  # no zerograd in between: accumulates
+    numpy.testing.assert_allclose(lin.W.grad, 2 * once, rtol=1e-6)
+    lin.W.grad = numpy.asfortranarray(numpy.full((2, 4), 9, "f"))
+    lin.W.zerograd()
+    F.sum(lin(Variable(X))).backward()
+    numpy.testing.assert_allclose(lin.W.grad, once, rtol=1e-6)

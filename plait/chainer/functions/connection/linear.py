@@ -65,6 +65,7 @@ class LinearFunction(function.Function):
         return y,
 
     _deferrable_inputs = (0,)
+    _grad_into_inputs = (1,)
 
     def backward(self, inputs: tuple, grad_outputs: tuple) -> tuple:
         x = _as_mat(inputs[0])
@@ -77,7 +78,11 @@ class LinearFunction(function.Function):
             gx = DeferredGrad(_input_grad, (ops, gy.copy(), W.copy(), inputs[0].shape), inputs[0].shape, x.dtype)
         else:
             gx = _input_grad(ops, gy, W, inputs[0].shape)  # (nB, nI)
-        gW = ops.gemm(gy, x, trans1=True)  # (nO, nI)
+        into = self._grad_into
+        out = into[1] if into else None
+        if out is not None and (out.dtype != gy.dtype or out.shape != W.shape or not out.flags.c_contiguous):
+            out = None
+        gW = ops.gemm(gy, x, out=out, trans1=True)  # (nO, nI)
         if len(inputs) == 3:
             return gx, gW, gy.sum(axis=0)
         return gx, gW
