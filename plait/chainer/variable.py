@@ -430,7 +430,12 @@ class Variable:
                             f"{x.data.shape} and dtype {x.data.dtype}."
                         )
                     if x.creator is None:
-                        x._grad_pending += (gx,)
+                        # NOTE: one pending gradient at most. A root reused across many backward
+                        # passes without its grad being read (full-batch training on one
+                        # Variable) would otherwise hold a copy of W per pass.
+                        if x._grad_pending:
+                            x._settle_grad()
+                        x._grad_pending = (gx,)
                         continue
                     gx = gx()
                 _check_grad(x, gx, f"{func.label}.backward (gradient of input {i})")

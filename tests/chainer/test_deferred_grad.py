@@ -102,8 +102,9 @@ def test_a_root_used_twice_sums_both_contributions():
     x = Variable(X)
     y = F.sum(F.linear(x, Variable(W1)) + F.linear(x, Variable(W2))) + F.sum(x * 2.0)
     y.backward()
-    # Two deferred contributions (the linears) and one computed at once (x * 2).
-    assert len(x._grad_pending) == 2 and x._grad is not None
+    # Two deferred contributions (the linears: one is computed when the other arrives, so that
+    # at most one is ever pending) and one computed at once (x * 2).
+    assert len(x._grad_pending) == 1 and x._grad is not None
     numpy.testing.assert_allclose(x.grad, numpy.ones((2, 4)) @ (W1 + W2) + 2.0, rtol=1e-12)
 
 
@@ -125,6 +126,16 @@ def test_accumulates_onto_an_existing_gradient_and_across_backward_calls():
     g = x.grad
     assert g is same  # zerograd keeps the array; the deferred gradient is added into it
     numpy.testing.assert_allclose(g, gy @ W, rtol=1e-12)
+
+
+def test_a_root_reused_by_many_backward_passes_holds_one_pending_gradient():
+    rng = _rng(15)
+    X, W = rng.normal(size=(2, 3)), rng.normal(size=(4, 3))
+    x = Variable(X)
+    for _ in range(50):
+        F.sum(F.linear(x, Variable(W))).backward()
+        assert len(x._grad_pending) == 1
+    numpy.testing.assert_allclose(x.grad, 50 * numpy.ones((2, 4)) @ W, rtol=1e-12)
 
 
 @pytest.mark.parametrize("reset", ["cleargrad", "zerograd", "assign"])
