@@ -298,8 +298,11 @@ def machine_summary() -> Dict[str, Any]:
         load = [round(x, 2) for x in os.getloadavg()]
     except OSError:
         load = []
+    # Set on some machines to pin OpenBLAS to older kernels; every child inherits them, and
+    # they can halve the GEMM rate, so the figures must say so.
+    blas_env = {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ}
     return {"cpus": os.cpu_count(), "cpu": cpu, "python": sys.version.split()[0],
-            "loadavg": load, "plait_commit": _git_commit()}
+            "loadavg": load, "plait_commit": _git_commit(), "blas_env": blas_env}
 
 
 def _git_commit() -> str:
@@ -411,7 +414,8 @@ def header_line(args: argparse.Namespace) -> str:
     load = "/".join(str(x) for x in ms["loadavg"]) or "?"
     return (f"threads={args.threads}  rounds={args.rounds} (median)  cpus={ms['cpus']}  "
             f"cpu={ms['cpu'] or '?'}  loadavg(1/5/15 min, at the end)={load}  "
-            f"plait@{ms['plait_commit'] or '?'}")
+            f"plait@{ms['plait_commit'] or '?'}"
+            + "".join(f"  {k}={v}" for k, v in ms["blas_env"].items()))
 
 
 def print_report(title: str, args: argparse.Namespace, params: Dict[str, Any],
