@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.plait-installed
 SOURCES := pyproject.toml setup.py $(shell find plait -name '*.pyx' -o -name '*.pxd' 2>/dev/null)
 
-.PHONY: test demo install clean gpu-test bench
+.PHONY: test demo install clean gpu-test bench chainer-peer
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,15 @@ $(STAMP): $(PY) $(SOURCES)
 
 install: $(STAMP)
 
-test: $(STAMP)
+# The differential tests against chainer 7.8.1 (tests/chainer/*peer*, CTC, hierarchical softmax)
+# run in the venv that bench/setup_peers.sh builds. Best effort: where it cannot be installed
+# (no registry), those tests skip and say why.
+CHAINER_PEER := bench/.venvs/chainer/bin/python
+chainer-peer:
+	@$(CHAINER_PEER) -c "import chainer" >/dev/null 2>&1 || bash bench/setup_peers.sh chainer \
+		|| echo "plait: chainer 7.8.1 could not be installed; the differential tests against it will skip"
+
+test: $(STAMP) chainer-peer
 	$(PY) -m pytest -q tests
 
 gpu-test: $(STAMP)
