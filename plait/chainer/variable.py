@@ -1,13 +1,15 @@
 """Variable: an array plus the record of how it was computed, and error backpropagation."""
+import collections
 import heapq
 import itertools
+import weakref
 from typing import Any, Optional
 
 import numpy
 
 from .flag import Flag, OFF
 
-__all__ = ["Variable", "DeferredGrad"]
+__all__ = ["Variable", "DeferredGrad", "deferral_fits"]
 
 
 def _is_array(x: Any) -> bool:
@@ -58,16 +60,53 @@ class DeferredGrad:
     so that nothing done to the weights or gradients afterwards changes the result.
     """
 
-    __slots__ = ("compute", "args", "shape", "dtype")
+    __slots__ = ("compute", "args", "shape", "dtype", "nbytes", "__weakref__")
 
     def __init__(self, compute: Any, args: tuple, shape: tuple, dtype: Any) -> None:
         self.compute = compute
         self.args = args
         self.shape = tuple(shape)
         self.dtype = dtype
+        self.nbytes = sum([getattr(a, "nbytes", 0) for a in args])
 
     def __call__(self) -> Any:
         return self.compute(*self.args)
+
+
+# Bytes of copies that pending DeferredGrads may hold in this process, all together. Past it, the
+# oldest pending gradients are computed (then their copies are freed): a program that keeps many
+# input Variables alive after their backward never holds more than this for them.
+DEFERRED_GRAD_BUDGET = 64 << 20
+_deferred_held: "collections.OrderedDict[int, tuple]" = collections.OrderedDict()
+_deferred_keys = itertools.count()
+_deferred_bytes = 0
+
+
+def deferral_fits(nbytes: int) -> bool:
+    """Whether a DeferredGrad whose copies take nbytes may be made (else compute it now)."""
+    return nbytes <= DEFERRED_GRAD_BUDGET
+
+
+def _release(key: int) -> None:
+    global _deferred_bytes
+    entry = _deferred_held.pop(key, None)
+    if entry is not None:
+        _deferred_bytes -= entry[2]
+
+
+def _hold(var: "Variable", deferred: DeferredGrad) -> None:
+    """Count deferred (pending on var) against the budget, computing the oldest ones past it."""
+    global _deferred_bytes
+    key = next(_deferred_keys)
+    # Freed with the DeferredGrad: when it is computed, dropped by cleargrad, or var dies.
+    _deferred_held[key] = (weakref.ref(deferred, lambda _, k=key: _release(k)), weakref.ref(var), deferred.nbytes)
+    _deferred_bytes += deferred.nbytes
+    while _deferred_bytes > DEFERRED_GRAD_BUDGET and _deferred_held:
+        oldest, (d_ref, v_ref, _) = next(iter(_deferred_held.items()))
+        v = v_ref()
+        if v is not None and any([p is d_ref() for p in v._grad_pending]):
+            v._settle_grad()
+        _release(oldest)
 
 
 class Variable:
@@ -436,6 +475,7 @@ class Variable:
                         if x._grad_pending:
                             x._settle_grad()
                         x._grad_pending = (gx,)
+                        _hold(x, gx)
                         continue
                     gx = gx()
                 _check_grad(x, gx, f"{func.label}.backward (gradient of input {i})")

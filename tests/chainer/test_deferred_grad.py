@@ -15,6 +15,7 @@ import plait.chainer as chainer
 import plait.chainer.functions as F
 import plait.chainer.links as L
 from plait.chainer import Variable
+from plait.chainer import variable as variable_module
 from plait.chainer.variable import DeferredGrad
 
 from _env import HAS_GPU
@@ -351,3 +352,52 @@ def test_accumulating_gradients_and_odd_layouts_take_the_copying_path():
     lin.W.zerograd()
     F.sum(lin(Variable(X))).backward()
     numpy.testing.assert_allclose(lin.W.grad, once, rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# The copies pending gradients hold are bounded process-wide
+
+
+def _backward_through_linear(X, W):
+    x = Variable(X)
+    F.sum(F.linear(x, Variable(W))).backward()
+    return x
+
+
+def test_many_live_inputs_hold_at_most_the_budget(monkeypatch):
+    rng = _rng(16)
+    W = rng.normal(size=(8, 5)).astype("f")
+    per = 2 * 8 * 4 + W.nbytes  # the copies of gy (2, 8) and W
+    # Room for one: whatever older tests left pending is computed, and this one is dropped.
+    monkeypatch.setattr(variable_module, "DEFERRED_GRAD_BUDGET", per)
+    _backward_through_linear(rng.normal(size=(2, 5)).astype("f"), W)
+    assert variable_module._deferred_bytes == 0
+    monkeypatch.setattr(variable_module, "DEFERRED_GRAD_BUDGET", 3 * per)
+    xs = [_backward_through_linear(rng.normal(size=(2, 5)).astype("f"), W) for _ in range(10)]
+    assert variable_module._deferred_bytes == 3 * per
+    assert [bool(x._grad_pending) for x in xs] == [False] * 7 + [True] * 3
+    for x in xs:  # the ones computed early and the ones still pending are all right
+        numpy.testing.assert_allclose(x.grad, numpy.ones((2, 8), "f") @ W, rtol=1e-6)
+    assert variable_module._deferred_bytes == 0
+
+
+def test_held_bytes_are_released_when_the_input_goes_or_its_grad_is_cleared():
+    rng = _rng(17)
+    W = rng.normal(size=(8, 5)).astype("f")
+    before = variable_module._deferred_bytes
+    x = _backward_through_linear(rng.normal(size=(2, 5)).astype("f"), W)
+    assert variable_module._deferred_bytes == before + 2 * 8 * 4 + W.nbytes
+    x.cleargrad()
+    assert variable_module._deferred_bytes == before
+    x = _backward_through_linear(rng.normal(size=(2, 5)).astype("f"), W)
+    del x
+    assert variable_module._deferred_bytes == before
+
+
+def test_copies_larger_than_the_budget_are_not_made(monkeypatch):
+    rng = _rng(18)
+    W = rng.normal(size=(8, 5)).astype("f")
+    monkeypatch.setattr(variable_module, "DEFERRED_GRAD_BUDGET", W.nbytes)  # gy's copy won't fit too
+    x = _backward_through_linear(rng.normal(size=(2, 5)).astype("f"), W)
+    assert not x._grad_pending and x._grad is not None
+    numpy.testing.assert_allclose(x.grad, numpy.ones((2, 8), "f") @ W, rtol=1e-6)

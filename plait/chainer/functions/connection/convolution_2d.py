@@ -4,7 +4,7 @@ from typing import Any
 from ... import cuda, function
 from ....backends._conv import as_nd_tuple
 from ...utils import type_check
-from ...variable import DeferredGrad
+from ...variable import DeferredGrad, deferral_fits
 
 
 def check_filter_types(in_types: Any, w_in_axis: int, w_out_axis: int) -> None:
@@ -56,7 +56,7 @@ class Convolution2DFunction(function.Function):
         x, W = inputs[:2]
         gy = grad_outputs[0]
         ops = cuda._ops_for(x)
-        if self._lazy_grads:
+        if self._lazy_grads and deferral_fits(gy.nbytes + W.nbytes):
             # x is a root (the images, typically): its gradient, a transposed convolution, waits
             # until someone reads x.grad. NOTE: private copies; the optimizer updates W in place.
             _, gW, gb = ops.backprop_conv_nd(gy, x, W, **self._settings(), need_dX=False)

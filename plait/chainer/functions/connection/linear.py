@@ -3,7 +3,7 @@ from typing import Any
 
 from ... import cuda, function
 from ...utils import type_check
-from ...variable import DeferredGrad
+from ...variable import DeferredGrad, deferral_fits
 
 
 def _prod(dims: tuple) -> int:
@@ -72,7 +72,7 @@ class LinearFunction(function.Function):
         W = inputs[1]
         gy = grad_outputs[0]  # (nB, nO)
         ops = cuda._ops_for(x)
-        if self._lazy_grads:
+        if self._lazy_grads and deferral_fits(gy.nbytes + W.nbytes):
             # x is a root (the data, typically): its gradient waits until someone reads x.grad.
             # NOTE: private copies, since the optimizer updates W in place right after this.
             gx = DeferredGrad(_input_grad, (ops, gy.copy(), W.copy(), inputs[0].shape), inputs[0].shape, x.dtype)
