@@ -203,6 +203,26 @@ def test_intermediate_variables_are_never_deferred():
     assert not x._grad_pending
 
 
+@pytest.mark.parametrize("stride, pad, cover_all", [(2, 1, True), (3, 0, True), (1, 2, False)])
+def test_convolution_function_input_grad_matches_debug_mode(stride, pad, cover_all):
+    rng = _rng(19)
+    X = rng.normal(size=(2, 3, 8, 7))
+    W = rng.normal(size=(4, 3, 3, 2))
+
+    def run():
+        x = Variable(X)
+        y = F.convolution_2d(x, Variable(W), stride=stride, pad=pad, cover_all=cover_all)
+        y.grad = numpy.cos(numpy.arange(y.data.size)).reshape(y.data.shape)
+        y.backward()
+        return x
+
+    with chainer.DebugMode(True):
+        expected = run().grad
+    x = run()
+    assert x._grad_pending
+    numpy.testing.assert_allclose(x.grad, expected, rtol=1e-12, atol=1e-12)
+
+
 def test_convolution_input_grad_is_deferred_and_exact():
     rng = _rng(9)
     X = rng.normal(size=(2, 3, 7, 6)).astype("f")
