@@ -306,7 +306,7 @@ class ConvOps:
         xp = self.xp
         low = -numpy.inf if X.dtype.kind == "f" else numpy.iinfo(X.dtype).min
         col = im2col_nd_out(xp, X, k, s, p, d, out, pad_value=low)
-        col = col.reshape(X.shape[:2] + (-1,) + out)
+        col = col.reshape(X.shape[:2] + (int(numpy.prod(k)),) + out)
         which = col.argmax(axis=2)
         Y = xp.take_along_axis(col, which[:, :, None], axis=2)[:, :, 0]
         return Y, which.astype("int32")
@@ -349,7 +349,7 @@ class ConvOps:
         where = "Ops.avg_pool_nd"
         n, k, s, p, d, out = ConvOps._pool_args(where, X, ksize, stride, pad, cover_all)
         col = im2col_nd_out(self.xp, X, k, s, p, d, out)
-        Y = col.reshape(X.shape[:2] + (-1,) + out).mean(axis=2)
+        Y = col.reshape(X.shape[:2] + (int(numpy.prod(k)),) + out).mean(axis=2)
         return Y.astype(X.dtype, copy=False)
 
     def backprop_avg_pool_nd(

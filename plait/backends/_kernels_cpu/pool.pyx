@@ -1,0 +1,151 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""CPU kernels for NumpyOps: 2-D max pooling and its backprop, one (image, channel) plane at a time.
+
+Each entry point returns None outside its fast case (exact, aligned, native-order, C-contiguous
+float32/float64 arrays of rank 4; int32 winners of dY's shape); the mixin
+(plait.backends._numpy_pool) then calls the Ops reference, which computes the odd cases and
+raises the errors. The reference reads every window out of a copy of the image padded with
+-inf; here the cells outside the image read as -inf without a copy.
+
+The winner is the first maximum in the window's row-major order, and the first NaN if there is
+one (numpy's argmax), so Y and `which` equal the reference's exactly. The backprop adds each
+output gradient to its winner's pixel: exactly the reference's sum where windows do not overlap,
+the same up to the order of additions where they do. Planes are independent, so the results do
+not depend on the thread count.
+"""
+cimport numpy as cnp
+from cython.parallel cimport prange
+from libc.math cimport INFINITY
+
+import numpy
+
+from ._arrays cimport _dim, _float_kind
+
+cnp.import_array()
+
+ctypedef fused real:
+    float
+    double
+
+
+cdef inline bint _isnan(real v) noexcept nogil:
+    return v != v
+
+
+cdef void _max_pool_plane(const real* x, real* y, int* which, Py_ssize_t H, Py_ssize_t W,
+                          Py_ssize_t oh, Py_ssize_t ow, int kh, int kw, int sy, int sx,
+                          int ph, int pw) noexcept nogil:
+    cdef Py_ssize_t oy, ox, iy, ix, y0, x0
+    cdef int ky, kx, idx
+    cdef real v, best
+    cdef bint first
+    for oy in range(oh):
+        y0 = oy * sy - ph
+        for ox in range(ow):
+            x0 = ox * sx - pw
+            best = -INFINITY
+            idx = 0
+            first = True
+            # The window in row-major order, padding read as -inf: `>` keeps the first of equal
+            # values, and the first NaN wins and ends the search (numpy's argmax).
+            for ky in range(kh):
+                iy = y0 + ky
+                for kx in range(kw):
+                    ix = x0 + kx
+                    if 0 <= iy < H and 0 <= ix < W:
+                        v = x[iy * W + ix]
+                    else:
+                        v = -INFINITY
+                    if first or v > best or _isnan(v):
+                        best = v
+                        idx = ky * kw + kx
+                        first = False
+                        if _isnan(v):
+                            break
+                if _isnan(best):
+                    break
+            y[oy * ow + ox] = best
+            which[oy * ow + ox] = idx
+
+
+cdef void _max_pool_unpool_plane(const real* gy, const int* which, real* gx, Py_ssize_t H,
+                                 Py_ssize_t W, Py_ssize_t oh, Py_ssize_t ow, int kw, int sy,
+                                 int sx, int ph, int pw) noexcept nogil:
+    cdef Py_ssize_t oy, ox, iy, ix
+    cdef int idx
+    for oy in range(oh):
+        for ox in range(ow):
+            idx = which[oy * ow + ox]
+            iy = oy * sy - ph + idx // kw
+            ix = ox * sx - pw + idx % kw
+            if 0 <= iy < H and 0 <= ix < W:
+                gx[iy * W + ix] += gy[oy * ow + ox]
+
+
+def _params_ok(int kh, int kw, int sy, int sx, int ph, int pw) -> bool:
+    return kh >= 1 and kw >= 1 and sy >= 1 and sx >= 1 and ph >= 0 and pw >= 0
+
+
+def max_pool_2d(object X, int kh, int kw, int sy, int sx, int ph, int pw, Py_ssize_t oh, Py_ssize_t ow):
+    """(Y, which) for X (nB, C, H, W), or None outside the fast case."""
+    cdef int kind = _float_kind(X, 4)
+    if kind == 0 or not _params_ok(kh, kw, sy, sx, ph, pw) or oh < 1 or ow < 1:
+        return None
+    cdef Py_ssize_t nB = _dim(X, 0), C = _dim(X, 1), H = _dim(X, 2), W = _dim(X, 3)
+    cdef Py_ssize_t planes = nB * C, p
+    Y = numpy.empty((nB, C, oh, ow), dtype=X.dtype)
+    which = numpy.empty((nB, C, oh, ow), dtype=numpy.int32)
+    cdef int[:, :, :, ::1] w_view = which
+    cdef int* w_ptr = &w_view[0, 0, 0, 0] if planes and oh and ow else NULL
+    cdef float[:, :, :, ::1] x32, y32
+    cdef double[:, :, :, ::1] x64, y64
+    if planes == 0:
+        return Y, which
+    if kind == 4:
+        x32 = X
+        y32 = Y
+        for p in prange(planes, nogil=True, schedule="static"):
+            _max_pool_plane(&x32[0, 0, 0, 0] + p * H * W, &y32[0, 0, 0, 0] + p * oh * ow,
+                            w_ptr + p * oh * ow, H, W, oh, ow, kh, kw, sy, sx, ph, pw)
+    else:
+        x64 = X
+        y64 = Y
+        for p in prange(planes, nogil=True, schedule="static"):
+            _max_pool_plane(&x64[0, 0, 0, 0] + p * H * W, &y64[0, 0, 0, 0] + p * oh * ow,
+                            w_ptr + p * oh * ow, H, W, oh, ow, kh, kw, sy, sx, ph, pw)
+    return Y, which
+
+
+def backprop_max_pool_2d(object dY, object which, Py_ssize_t H, Py_ssize_t W, int kh, int kw,
+                         int sy, int sx, int ph, int pw):
+    """dX (nB, C, H, W) for dY and which (nB, C, oh, ow), or None outside the fast case."""
+    cdef int kind = _float_kind(dY, 4)
+    if kind == 0 or not _params_ok(kh, kw, sy, sx, ph, pw) or H < 0 or W < 0:
+        return None
+    if not (cnp.PyArray_CheckExact(which) and which.dtype == numpy.int32 and which.flags.c_contiguous
+            and which.flags.aligned and which.shape == dY.shape):
+        return None
+    cdef Py_ssize_t nB = _dim(dY, 0), C = _dim(dY, 1), oh = _dim(dY, 2), ow = _dim(dY, 3)
+    cdef Py_ssize_t planes = nB * C, p, i, n
+    w_arr = numpy.asarray(which)
+    if w_arr.size and (int(w_arr.min()) < 0 or int(w_arr.max()) >= kh * kw):
+        return None  # the reference reports (or routes) out-of-window winners
+    dX = numpy.zeros((nB, C, H, W), dtype=dY.dtype)
+    if planes == 0 or oh == 0 or ow == 0 or H == 0 or W == 0:
+        return dX
+    cdef int[:, :, :, ::1] w_view = which
+    cdef float[:, :, :, ::1] g32, d32
+    cdef double[:, :, :, ::1] g64, d64
+    if kind == 4:
+        g32 = dY
+        d32 = dX
+        for p in prange(planes, nogil=True, schedule="static"):
+            _max_pool_unpool_plane(&g32[0, 0, 0, 0] + p * oh * ow, &w_view[0, 0, 0, 0] + p * oh * ow,
+                                   &d32[0, 0, 0, 0] + p * H * W, H, W, oh, ow, kw, sy, sx, ph, pw)
+    else:
+        g64 = dY
+        d64 = dX
+        for p in prange(planes, nogil=True, schedule="static"):
+            _max_pool_unpool_plane(&g64[0, 0, 0, 0] + p * oh * ow, &w_view[0, 0, 0, 0] + p * oh * ow,
+                                   &d64[0, 0, 0, 0] + p * H * W, H, W, oh, ow, kw, sy, sx, ph, pw)
+    return dX

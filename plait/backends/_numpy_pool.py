@@ -1,0 +1,58 @@
+"""NumpyOps fast paths: 2-D max pooling and its backprop (compiled kernels in _kernels_cpu/pool.pyx).
+
+The settings are read and checked by the same code as the Ops reference's (so a bad call raises
+the same error); the kernels take float32/float64 C-contiguous (nB, C, H, W) arrays and decline
+everything else, which the reference computes. Other spatial ranks, and dilation, stay there.
+"""
+from typing import Any, Sequence, Tuple
+
+from ._conv_ops import ConvOps, _n_spatial, _settings
+
+try:
+    from ._kernels_cpu import pool as _pool
+except ImportError:  # pragma: no cover - a source checkout without a build
+    _pool = None
+
+_INT_MAX = 2**31 - 1
+
+
+def _small(*values: int) -> bool:
+    return all(0 <= v <= _INT_MAX for v in values)
+
+
+class PoolKernels:
+    """Mixin for NumpyOps; each method overrides the Ops reference with the identical signature."""
+
+    if _pool is not None:
+
+        def max_pool_nd(
+            self, X: Any, ksize: Any, stride: Any = None, pad: Any = 0, cover_all: bool = True
+        ) -> Tuple[Any, Any]:
+            if getattr(X, "ndim", None) == 4:
+                _, k, s, p, _, out = ConvOps._pool_args("Ops.max_pool_nd", X, ksize, stride, pad, cover_all)
+                if _small(*k, *s, *p, *out):
+                    result = _pool.max_pool_2d(X, k[0], k[1], s[0], s[1], p[0], p[1], out[0], out[1])
+                    if result is not None:
+                        return result
+            return super().max_pool_nd(X, ksize, stride, pad, cover_all)
+
+        def backprop_max_pool_nd(
+            self,
+            dY: Any,
+            which: Any,
+            in_shape: Sequence[int],
+            ksize: Any,
+            stride: Any = None,
+            pad: Any = 0,
+            cover_all: bool = True,
+        ) -> Any:
+            if getattr(dY, "ndim", None) == 4:
+                where = "Ops.backprop_max_pool_nd"
+                n = _n_spatial(dY, "dY", where)
+                shape = ConvOps._pool_in_shape(where, in_shape, dY, n)
+                k, s, p, _ = _settings(n, where, ksize, stride, pad)
+                if _small(*k, *s, *p, *shape) and k[0] * k[1] <= _INT_MAX:
+                    dX = _pool.backprop_max_pool_2d(dY, which, shape[2], shape[3], k[0], k[1], s[0], s[1], p[0], p[1])
+                    if dX is not None:
+                        return dX
+            return super().backprop_max_pool_nd(dY, which, in_shape, ksize, stride, pad, cover_all)
