@@ -1,6 +1,6 @@
 """Define-by-run training: the Chainer tutorial's MNIST MLP, plait.chainer vs chainer 7.8.1 vs torch.
 
-    .venv/bin/python bench/define_by_run.py [--threads 1] [--rounds 3] [--peers all] [--quick]
+    .venv/bin/python bench/define_by_run.py [--threads 1] [--rounds 3] [--peers all] [--quick] [--net cnn]
 
 Model (the tutorial's): Linear 784 -> 1000 -> ReLU -> Linear 1000 -> ReLU -> Linear 10, inside
 `links.Classifier` (softmax cross-entropy and accuracy), `optimizers.Adam()` with its defaults,
@@ -9,6 +9,10 @@ run literally the same code (the child imports `plait.chainer` or `chainer`); to
 same network, Adam(lr=0.001) and cross-entropy in eager mode. The table shows training and
 prediction throughput (images/s), training images per CPU-second, the child's peak RSS and the
 test accuracy.
+
+`--net cnn` trains a LeNet instead (the same in all three): Convolution2D 1 -> 20, 5x5 -> ReLU
+-> 2x2 max pooling -> Convolution2D 20 -> 50, 5x5 -> ReLU -> 2x2 max pooling -> Linear 800 ->
+500 -> ReLU -> Linear 10 (`--units` is the MLP's only).
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ import numpy
 import _harness as H
 
 FRAMEWORKS = ("plait", "chainer", "torch")
-DEFAULTS = dict(n_train=20000, n_test=10000, units=1000, batch=100, epochs=1)
-QUICK = dict(n_train=500, n_test=200, units=64, batch=50, epochs=1)
+DEFAULTS = dict(n_train=20000, n_test=10000, units=1000, batch=100, epochs=1, net="mlp")
+QUICK = dict(n_train=500, n_test=200, units=64, batch=50, epochs=1, net="mlp")
+NETS = ("mlp", "cnn")
 
 COLUMNS = [
     H.Column("train_per_s", "train img/s", higher_is_better=True),
@@ -61,7 +66,21 @@ def work(framework: str, p: Dict[str, Any]) -> Dict[str, Any]:
             h2 = F.relu(self.l2(h1))
             return self.l3(h2)
 
-    model = L.Classifier(MLP())
+    class LeNet(chainer.Chain):
+        def __init__(self) -> None:
+            super().__init__()
+            for name, link in (("c1", L.Convolution2D(1, 20, 5)), ("c2", L.Convolution2D(20, 50, 5)),
+                               ("l1", L.Linear(800, 500)), ("l2", L.Linear(500, 10))):
+                self.add_link(name, link)
+
+        def __call__(self, x):
+            h = F.max_pooling_2d(F.relu(self.c1(x)), 2)
+            h = F.max_pooling_2d(F.relu(self.c2(h)), 2)
+            return self.l2(F.relu(self.l1(h)))
+
+    if p["net"] == "cnn":
+        Xtr, Xte = Xtr.reshape(-1, 1, 28, 28), Xte.reshape(-1, 1, 28, 28)
+    model = L.Classifier(LeNet() if p["net"] == "cnn" else MLP())
     optimizer = optimizers.Adam()
     optimizer.setup(model)
     rng = numpy.random.default_rng(p["seed"])
@@ -87,8 +106,14 @@ def _torch(p, Xtr, ytr, Xte, yte) -> Dict[str, Any]:
 
     torch.manual_seed(p["seed"])
     n_units = p["units"]
-    model = nn.Sequential(nn.Linear(784, n_units), nn.ReLU(), nn.Linear(n_units, n_units),
-                          nn.ReLU(), nn.Linear(n_units, 10))
+    if p["net"] == "cnn":
+        Xtr, Xte = Xtr.reshape(-1, 1, 28, 28), Xte.reshape(-1, 1, 28, 28)
+        model = nn.Sequential(nn.Conv2d(1, 20, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(20, 50, 5),
+                              nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(800, 500), nn.ReLU(),
+                              nn.Linear(500, 10))
+    else:
+        model = nn.Sequential(nn.Linear(784, n_units), nn.ReLU(), nn.Linear(n_units, n_units),
+                              nn.ReLU(), nn.Linear(n_units, 10))
     optimizer = torch.optim.Adam(model.parameters(), lr=0.001)
     Xtr_t, ytr_t = torch.from_numpy(Xtr), torch.from_numpy(ytr.astype("int64"))
     rng = numpy.random.default_rng(p["seed"])
@@ -131,7 +156,10 @@ def main(argv=None) -> None:
     base = QUICK if args.quick else DEFAULTS
     params = {k: (getattr(args, k) if getattr(args, k) is not None else v) for k, v in base.items()}
     params["seed"] = args.seed
-    H.parent_main(__file__, args, params, "Chainer tutorial MLP, define-by-run (bench/define_by_run.py)",
+    if params["net"] not in NETS:
+        parser.error(f"--net must be one of {', '.join(NETS)}, got {params['net']!r}")
+    title = "Chainer tutorial MLP" if params["net"] == "mlp" else "LeNet on MNIST"
+    H.parent_main(__file__, args, params, f"{title}, define-by-run (bench/define_by_run.py)",
                   COLUMNS, known=FRAMEWORKS)
 
 
