@@ -36,13 +36,39 @@ cdef void _max_pool_plane(const real* x, real* y, int* which, Py_ssize_t H, Py_s
                           Py_ssize_t oh, Py_ssize_t ow, int kh, int kw, int sy, int sx,
                           int ph, int pw) noexcept nogil:
     cdef Py_ssize_t oy, ox, iy, ix, y0, x0
-    cdef int ky, kx, idx
+    cdef int ky, kx, idx, c
     cdef real v, best
-    cdef bint first
+    cdef bint first, inside_y, take, nan
+    cdef const real* row
     for oy in range(oh):
         y0 = oy * sy - ph
+        inside_y = y0 >= 0 and y0 + kh <= H
         for ox in range(ow):
             x0 = ox * sx - pw
+            if inside_y and x0 >= 0 and x0 + kw <= W:
+                # The window lies in the image. Selects, not branches (random data mispredicts
+                # a branch half the time): the first of the largest values. A NaN compares
+                # false, so it is only noted, and a window with one (rare) is searched again
+                # for its first NaN, the winner of numpy's argmax.
+                row = x + y0 * W + x0
+                best = row[0]
+                idx = 0
+                c = 0
+                nan = False
+                for ky in range(kh):
+                    for kx in range(kw):
+                        v = row[ky * W + kx]
+                        take = v > best
+                        idx = c if take else idx
+                        best = v if take else best
+                        nan = nan | (v != v)
+                        c += 1
+                if nan:
+                    idx = _first_nan(row, W, kh, kw)
+                    best = row[(idx // kw) * W + idx % kw]
+                y[oy * ow + ox] = best
+                which[oy * ow + ox] = idx
+                continue
             best = -INFINITY
             idx = 0
             first = True
@@ -66,6 +92,15 @@ cdef void _max_pool_plane(const real* x, real* y, int* which, Py_ssize_t H, Py_s
                     break
             y[oy * ow + ox] = best
             which[oy * ow + ox] = idx
+
+
+cdef inline int _first_nan(const real* row, Py_ssize_t W, int kh, int kw) noexcept nogil:
+    cdef int ky, kx
+    for ky in range(kh):
+        for kx in range(kw):
+            if row[ky * W + kx] != row[ky * W + kx]:
+                return ky * kw + kx
+    return 0
 
 
 cdef void _max_pool_unpool_plane(const real* gy, const int* which, real* gx, Py_ssize_t H,
