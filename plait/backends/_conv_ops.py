@@ -67,11 +67,12 @@ def _check_bias(b: Any, O: int, where: str) -> None:
 # group, Og = O / G output channels per group, K = prod(k), L = prod(out).
 
 
-def _conv_forward(xp, X, W, k, s, p, d, G, out):
+def _conv_forward(ops, X, W, k, s, p, d, G, out):
     """X (nB, C, *size), W (O, Cg, *k) -> (nB, O, *out)"""
+    xp = ops.xp
     nB, C = X.shape[:2]
     O = W.shape[0]
-    col = im2col_nd_out(xp, X, k, s, p, d, out)
+    col = ops._im2col(X, k, s, p, d, out)
     L = int(numpy.prod(out))
     col = col.reshape(nB, G, -1, L)  # (nB, G, Cg*K, L)
     Wg = W.reshape(G, O // G, -1)  # (G, Og, Cg*K)
@@ -79,8 +80,9 @@ def _conv_forward(xp, X, W, k, s, p, d, G, out):
     return Y.reshape((nB, O) + tuple(out))
 
 
-def _conv_backward_data(xp, dY, W, size, s, p, d, G):
+def _conv_backward_data(ops, dY, W, size, s, p, d, G):
     """dY (nB, O, *out), W (O, Cg, *k) -> dX (nB, C, *size)"""
+    xp = ops.xp
     n = len(size)
     nB, O = dY.shape[:2]
     out = dY.shape[2:]
@@ -90,16 +92,17 @@ def _conv_backward_data(xp, dY, W, size, s, p, d, G):
     Wg = W.reshape(G, O // G, -1)  # (G, Og, Cg*K)
     dcol = xp.matmul(Wg.transpose(0, 2, 1), dY.reshape(nB, G, O // G, L))  # (nB, G, Cg*K, L)
     dcol = dcol.reshape((nB, G * Cg) + tuple(k) + tuple(out))
-    return col2im_nd(xp, dcol, size[:n], s, p, d)
+    return ops._col2im(dcol, size[:n], s, p, d)
 
 
-def _conv_backward_filter(xp, dY, X, k, s, p, d, G):
+def _conv_backward_filter(ops, dY, X, k, s, p, d, G):
     """dY (nB, O, *out), X (nB, C, *size) -> dW (O, Cg, *k)"""
+    xp = ops.xp
     nB, C = X.shape[:2]
     O = dY.shape[1]
     out = dY.shape[2:]
     L = int(numpy.prod(out))
-    col = im2col_nd_out(xp, X, k, s, p, d, out).reshape(nB, G, -1, L)
+    col = ops._im2col(X, k, s, p, d, out).reshape(nB, G, -1, L)
     # Fold the batch into the contracted axis so that each group is one matrix product.
     col = col.transpose(1, 2, 0, 3).reshape(G, -1, nB * L)  # (G, Cg*K, nB*L)
     dYg = dY.reshape(nB, G, O // G, L).transpose(1, 2, 0, 3).reshape(G, O // G, nB * L)
@@ -111,6 +114,16 @@ class ConvOps:
     """N-d convolution, deconvolution and pooling methods for an Ops (uses self.xp only)."""
 
     xp: Any
+
+    # The two copies every op here is built on; NumpyOps compiles the 2-D case.
+
+    def _im2col(self, X: Any, k: tuple, s: tuple, p: tuple, d: tuple, out: tuple, pad_value: Any = 0) -> Any:
+        """X's windows: (nB, C, *size) -> (nB, C, *k, *out), C-contiguous (see _conv.im2col_nd_out)."""
+        return im2col_nd_out(self.xp, X, k, s, p, d, out, pad_value)
+
+    def _col2im(self, col: Any, size: tuple, s: tuple, p: tuple, d: tuple) -> Any:
+        """im2col's adjoint: (nB, C, *k, *out) -> (nB, C, *size) (see _conv.col2im_nd)."""
+        return col2im_nd(self.xp, col, size, s, p, d)
 
     # ------------------------------------------------------------------ convolution
 
@@ -150,7 +163,7 @@ class ConvOps:
             )
         _check_bias(b, W.shape[0], where)
         out = _outsizes(X.shape[2:], k, s, p, d, cover_all, where)
-        Y = _conv_forward(self.xp, X, W, k, s, p, d, G, out)
+        Y = _conv_forward(self, X, W, k, s, p, d, G, out)
         if b is not None:
             Y += b.reshape(_bias_shape(n, W.shape[0]))
         return Y.astype(X.dtype, copy=False)
@@ -184,8 +197,8 @@ class ConvOps:
         xp = self.xp
         dX = None
         if need_dX:
-            dX = _conv_backward_data(xp, dY, W, X.shape[2:], s, p, d, G).astype(X.dtype, copy=False)
-        dW = _conv_backward_filter(xp, dY, X, k, s, p, d, G).astype(W.dtype, copy=False)
+            dX = _conv_backward_data(self, dY, W, X.shape[2:], s, p, d, G).astype(X.dtype, copy=False)
+        dW = _conv_backward_filter(self, dY, X, k, s, p, d, G).astype(W.dtype, copy=False)
         db = dY.sum(axis=(0,) + tuple(range(2, 2 + n)))
         return dX, dW, db
 
@@ -240,7 +253,7 @@ class ConvOps:
         O = W.shape[1] * G
         _check_bias(b, O, where)
         out = ConvOps._deconv_out(where, X.shape[2:], k, s, p, d, outsize)
-        Y = _conv_backward_data(self.xp, X, W, out, s, p, d, G)
+        Y = _conv_backward_data(self, X, W, out, s, p, d, G)
         if b is not None:
             Y += b.reshape(_bias_shape(n, O))
         return Y.astype(X.dtype, copy=False)
@@ -269,9 +282,9 @@ class ConvOps:
             )
         ConvOps._deconv_out(where, X.shape[2:], k, s, p, d, dY.shape[2:])
         xp = self.xp
-        dX = _conv_forward(xp, dY, W, k, s, p, d, G, tuple(X.shape[2:])).astype(X.dtype, copy=False)
+        dX = _conv_forward(self, dY, W, k, s, p, d, G, tuple(X.shape[2:])).astype(X.dtype, copy=False)
         # deconv is conv's data-gradient, so its filter gradient is conv's with dY and X swapped.
-        dW = _conv_backward_filter(xp, X, dY, k, s, p, d, G).astype(W.dtype, copy=False)
+        dW = _conv_backward_filter(self, X, dY, k, s, p, d, G).astype(W.dtype, copy=False)
         db = dY.sum(axis=(0,) + tuple(range(2, 2 + n)))
         return dX, dW, db
 
@@ -305,7 +318,7 @@ class ConvOps:
         n, k, s, p, d, out = ConvOps._pool_args(where, X, ksize, stride, pad, cover_all)
         xp = self.xp
         low = -numpy.inf if X.dtype.kind == "f" else numpy.iinfo(X.dtype).min
-        col = im2col_nd_out(xp, X, k, s, p, d, out, pad_value=low)
+        col = self._im2col(X, k, s, p, d, out, pad_value=low)
         col = col.reshape(X.shape[:2] + (int(numpy.prod(k)),) + out)
         which = col.argmax(axis=2)
         Y = xp.take_along_axis(col, which[:, :, None], axis=2)[:, :, 0]
@@ -337,7 +350,7 @@ class ConvOps:
         hot = xp.arange(K).reshape((1, 1, K) + (1,) * n) == which[:, :, None]
         dcol = (hot * dY[:, :, None]).astype(dY.dtype, copy=False)
         dcol = dcol.reshape(tuple(dY.shape[:2]) + k + tuple(dY.shape[2:]))
-        return col2im_nd(xp, dcol, in_shape[2:], s, p, d)
+        return self._col2im(dcol, in_shape[2:], s, p, d)
 
     def avg_pool_nd(
         self, X: Any, ksize: Any, stride: Any = None, pad: Any = 0, cover_all: bool = False
@@ -348,7 +361,7 @@ class ConvOps:
         """
         where = "Ops.avg_pool_nd"
         n, k, s, p, d, out = ConvOps._pool_args(where, X, ksize, stride, pad, cover_all)
-        col = im2col_nd_out(self.xp, X, k, s, p, d, out)
+        col = self._im2col(X, k, s, p, d, out)
         Y = col.reshape(X.shape[:2] + (int(numpy.prod(k)),) + out).mean(axis=2)
         return Y.astype(X.dtype, copy=False)
 
@@ -373,7 +386,7 @@ class ConvOps:
         K = int(numpy.prod(k))
         shape = tuple(dY.shape[:2]) + k + tuple(dY.shape[2:])
         dcol = xp.broadcast_to((dY / K).astype(dY.dtype, copy=False)[(slice(None), slice(None)) + (None,) * n], shape)
-        return col2im_nd(xp, dcol, in_shape[2:], s, p, d)
+        return self._col2im(dcol, in_shape[2:], s, p, d)
 
     def unpool_nd(
         self,
@@ -410,7 +423,7 @@ class ConvOps:
                 )
         xp = self.xp
         col = xp.broadcast_to(X[(slice(None), slice(None)) + (None,) * n], tuple(X.shape[:2]) + k + size)
-        return col2im_nd(xp, col, out, s, p, d)
+        return self._col2im(col, out, s, p, d)
 
     def backprop_unpool_nd(
         self,
@@ -429,5 +442,5 @@ class ConvOps:
         n = _n_spatial(dY, "dY", where)
         in_shape = ConvOps._pool_in_shape(where, in_shape, dY, n)
         k, s, p, d = _settings(n, where, ksize, stride, pad)
-        col = im2col_nd_out(self.xp, dY, k, s, p, d, in_shape[2:])
+        col = self._im2col(dY, k, s, p, d, in_shape[2:])
         return col.sum(axis=tuple(range(2, 2 + n)))

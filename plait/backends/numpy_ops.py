@@ -14,14 +14,14 @@ from ._numpy_act import ActKernels
 from ._numpy_gather import GatherKernels
 from ._numpy_lstm import LstmKernels
 from ._numpy_norm import NormKernels
-from ._numpy_pool import PoolKernels
+from ._numpy_conv import ConvKernels
 from ._numpy_seq import SeqKernels
 from .ops import Ops
 
 
 # The compiled fast paths come from mixins, one per kernel family, so each family's
 # wrappers sit next to nothing else; each falls back to Ops outside its fast path.
-class NumpyOps(ActKernels, SeqKernels, GatherKernels, LstmKernels, NormKernels, PoolKernels, Ops):
+class NumpyOps(ActKernels, SeqKernels, GatherKernels, LstmKernels, NormKernels, ConvKernels, Ops):
     """Ops on the CPU with numpy arrays."""
 
     name = "numpy"

@@ -1,17 +1,22 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""CPU kernels for NumpyOps: 2-D max pooling and its backprop, one (image, channel) plane at a time.
+"""CPU kernels for NumpyOps: the 2-D im2col / col2im copies under convolution and pooling, and
+2-D max pooling with its backprop; each works on one (image, channel) plane at a time.
 
 Each entry point returns None outside its fast case (exact, aligned, native-order, C-contiguous
-float32/float64 arrays of rank 4; int32 winners of dY's shape); the mixin
-(plait.backends._numpy_pool) then calls the Ops reference, which computes the odd cases and
-raises the errors. The reference reads every window out of a copy of the image padded with
--inf; here the cells outside the image read as -inf without a copy.
+float32/float64 arrays of the expected rank; int32 winners of dY's shape); the mixin
+(plait.backends._numpy_conv) then calls the Ops reference, which computes the odd cases and
+raises the errors. Planes are independent, so no result depends on the thread count.
 
-The winner is the first maximum in the window's row-major order, and the first NaN if there is
-one (numpy's argmax), so Y and `which` equal the reference's exactly. The backprop adds each
-output gradient to its winner's pixel: exactly the reference's sum where windows do not overlap,
-the same up to the order of additions where they do. Planes are independent, so the results do
-not depend on the thread count.
+im2col copies, so it equals the reference bit for bit. col2im adds each pixel's window values
+in the reference's order (kernel offsets in row-major order, onto zeros), so it is bit-identical
+too. The reference pads a copy of the image; these kernels read cells outside it as the pad
+value (im2col) or drop them (col2im) instead.
+
+Max pooling: the winner is the first maximum in the window's row-major order, and the first NaN
+if there is one (numpy's argmax), cells outside the image reading as -inf, so Y and `which`
+equal the reference's exactly. The backprop adds each output gradient to its winner's pixel:
+exactly the reference's sum where windows do not overlap, the same up to the order of additions
+where they do.
 """
 cimport numpy as cnp
 from cython.parallel cimport prange
@@ -117,6 +122,116 @@ cdef void _max_pool_unpool_plane(const real* gy, const int* which, real* gx, Py_
                 gx[iy * W + ix] += gy[oy * ow + ox]
 
 
+cdef void _im2col_plane(const real* x, real* col, Py_ssize_t H, Py_ssize_t W, Py_ssize_t oh,
+                        Py_ssize_t ow, int kh, int kw, int sy, int sx, int ph, int pw, int dy,
+                        int dx, real pad) noexcept nogil:
+    cdef Py_ssize_t oy, ox, iy, ix
+    cdef int ky, kx
+    cdef real* dst
+    cdef const real* src
+    for ky in range(kh):
+        for kx in range(kw):
+            for oy in range(oh):
+                dst = col + ((ky * kw + kx) * oh + oy) * ow
+                iy = oy * sy - ph + ky * dy
+                if iy < 0 or iy >= H:
+                    for ox in range(ow):
+                        dst[ox] = pad
+                    continue
+                src = x + iy * W
+                for ox in range(ow):
+                    ix = ox * sx - pw + kx * dx
+                    dst[ox] = src[ix] if 0 <= ix < W else pad
+
+
+cdef void _col2im_plane(const real* col, real* x, Py_ssize_t H, Py_ssize_t W, Py_ssize_t oh,
+                        Py_ssize_t ow, int kh, int kw, int sy, int sx, int ph, int pw, int dy,
+                        int dx) noexcept nogil:
+    cdef Py_ssize_t oy, ox, iy, ix, i
+    cdef int ky, kx
+    cdef const real* src
+    cdef real* dst
+    for i in range(H * W):
+        x[i] = 0
+    # Offsets in the reference's order, so each pixel's sum is added up in the same order.
+    for ky in range(kh):
+        for kx in range(kw):
+            for oy in range(oh):
+                iy = oy * sy - ph + ky * dy
+                if iy < 0 or iy >= H:
+                    continue
+                src = col + ((ky * kw + kx) * oh + oy) * ow
+                dst = x + iy * W
+                for ox in range(ow):
+                    ix = ox * sx - pw + kx * dx
+                    if 0 <= ix < W:
+                        dst[ix] += src[ox]
+
+
+def im2col_2d(object X, int kh, int kw, int sy, int sx, int ph, int pw, int dy, int dx,
+              Py_ssize_t oh, Py_ssize_t ow, double pad_value):
+    """X (nB, C, H, W) -> (nB, C, kh, kw, oh, ow), or None outside the fast case."""
+    cdef int kind = _float_kind(X, 4)
+    if kind == 0 or not _params_ok(kh, kw, sy, sx, ph, pw) or dy < 1 or dx < 1 or oh < 0 or ow < 0:
+        return None
+    cdef Py_ssize_t nB = _dim(X, 0), C = _dim(X, 1), H = _dim(X, 2), W = _dim(X, 3)
+    cdef Py_ssize_t planes = nB * C, p, per = kh * kw * oh * ow
+    col = numpy.empty((nB, C, kh, kw, oh, ow), dtype=X.dtype)
+    if planes == 0 or per == 0:
+        return col
+    cdef const float[:, :, :, ::1] x32
+    cdef const double[:, :, :, ::1] x64
+    cdef float[:, :, :, :, :, ::1] c32
+    cdef double[:, :, :, :, :, ::1] c64
+    cdef float pad32 = <float>pad_value
+    if kind == 4:
+        x32 = X
+        c32 = col
+        for p in prange(planes, nogil=True, schedule="static"):
+            _im2col_plane(&x32[0, 0, 0, 0] + p * H * W, &c32[0, 0, 0, 0, 0, 0] + p * per,
+                          H, W, oh, ow, kh, kw, sy, sx, ph, pw, dy, dx, pad32)
+    else:
+        x64 = X
+        c64 = col
+        for p in prange(planes, nogil=True, schedule="static"):
+            _im2col_plane(&x64[0, 0, 0, 0] + p * H * W, &c64[0, 0, 0, 0, 0, 0] + p * per,
+                          H, W, oh, ow, kh, kw, sy, sx, ph, pw, dy, dx, pad_value)
+    return col
+
+
+def col2im_2d(object col, Py_ssize_t H, Py_ssize_t W, int sy, int sx, int ph, int pw, int dy, int dx):
+    """col (nB, C, kh, kw, oh, ow) -> (nB, C, H, W), or None outside the fast case."""
+    cdef int kind = _float_kind(col, 6)
+    if kind == 0 or sy < 1 or sx < 1 or ph < 0 or pw < 0 or dy < 1 or dx < 1 or H < 0 or W < 0:
+        return None
+    cdef Py_ssize_t nB = _dim(col, 0), C = _dim(col, 1), oh = _dim(col, 4), ow = _dim(col, 5)
+    cdef int kh = <int>_dim(col, 2), kw = <int>_dim(col, 3)
+    cdef Py_ssize_t planes = nB * C, p, per = kh * kw * oh * ow
+    X = numpy.empty((nB, C, H, W), dtype=col.dtype)
+    if planes == 0 or H * W == 0:
+        return X
+    if per == 0:
+        X.fill(0)
+        return X
+    cdef float[:, :, :, ::1] x32
+    cdef double[:, :, :, ::1] x64
+    cdef const float[:, :, :, :, :, ::1] c32
+    cdef const double[:, :, :, :, :, ::1] c64
+    if kind == 4:
+        x32 = X
+        c32 = col
+        for p in prange(planes, nogil=True, schedule="static"):
+            _col2im_plane(&c32[0, 0, 0, 0, 0, 0] + p * per, &x32[0, 0, 0, 0] + p * H * W,
+                          H, W, oh, ow, kh, kw, sy, sx, ph, pw, dy, dx)
+    else:
+        x64 = X
+        c64 = col
+        for p in prange(planes, nogil=True, schedule="static"):
+            _col2im_plane(&c64[0, 0, 0, 0, 0, 0] + p * per, &x64[0, 0, 0, 0] + p * H * W,
+                          H, W, oh, ow, kh, kw, sy, sx, ph, pw, dy, dx)
+    return X
+
+
 def _params_ok(int kh, int kw, int sy, int sx, int ph, int pw) -> bool:
     return kh >= 1 and kw >= 1 and sy >= 1 and sx >= 1 and ph >= 0 and pw >= 0
 
@@ -132,8 +247,10 @@ def max_pool_2d(object X, int kh, int kw, int sy, int sx, int ph, int pw, Py_ssi
     which = numpy.empty((nB, C, oh, ow), dtype=numpy.int32)
     cdef int[:, :, :, ::1] w_view = which
     cdef int* w_ptr = &w_view[0, 0, 0, 0] if planes and oh and ow else NULL
-    cdef float[:, :, :, ::1] x32, y32
-    cdef double[:, :, :, ::1] x64, y64
+    cdef const float[:, :, :, ::1] x32
+    cdef float[:, :, :, ::1] y32
+    cdef const double[:, :, :, ::1] x64
+    cdef double[:, :, :, ::1] y64
     if planes == 0:
         return Y, which
     if kind == 4:
@@ -168,9 +285,11 @@ def backprop_max_pool_2d(object dY, object which, Py_ssize_t H, Py_ssize_t W, in
     dX = numpy.zeros((nB, C, H, W), dtype=dY.dtype)
     if planes == 0 or oh == 0 or ow == 0 or H == 0 or W == 0:
         return dX
-    cdef int[:, :, :, ::1] w_view = which
-    cdef float[:, :, :, ::1] g32, d32
-    cdef double[:, :, :, ::1] g64, d64
+    cdef const int[:, :, :, ::1] w_view = which
+    cdef const float[:, :, :, ::1] g32
+    cdef float[:, :, :, ::1] d32
+    cdef const double[:, :, :, ::1] g64
+    cdef double[:, :, :, ::1] d64
     if kind == 4:
         g32 = dY
         d32 = dX

@@ -1,17 +1,19 @@
-"""NumpyOps fast paths: 2-D max pooling and its backprop (compiled kernels in _kernels_cpu/pool.pyx).
+"""NumpyOps fast paths for 2-D convolution and pooling (compiled kernels in _kernels_cpu/conv.pyx):
+the im2col / col2im copies that conv_nd, deconv_nd, the poolings and their backprops are built
+on, and max pooling with its backprop whole.
 
 The settings are read and checked by the same code as the Ops reference's (so a bad call raises
-the same error); the kernels take float32/float64 C-contiguous (nB, C, H, W) arrays and decline
-everything else, which the reference computes. Other spatial ranks, and dilation, stay there.
+the same error); the kernels take float32/float64 C-contiguous arrays and decline everything
+else, which the reference computes. Other spatial ranks stay there.
 """
 from typing import Any, Sequence, Tuple
 
 from ._conv_ops import ConvOps, _n_spatial, _settings
 
 try:
-    from ._kernels_cpu import pool as _pool
+    from ._kernels_cpu import conv as _conv
 except ImportError:  # pragma: no cover - a source checkout without a build
-    _pool = None
+    _conv = None
 
 _INT_MAX = 2**31 - 1
 
@@ -20,10 +22,24 @@ def _small(*values: int) -> bool:
     return all(0 <= v <= _INT_MAX for v in values)
 
 
-class PoolKernels:
+class ConvKernels:
     """Mixin for NumpyOps; each method overrides the Ops reference with the identical signature."""
 
-    if _pool is not None:
+    if _conv is not None:
+
+        def _im2col(self, X: Any, k: tuple, s: tuple, p: tuple, d: tuple, out: tuple, pad_value: Any = 0) -> Any:
+            if len(k) == 2 and _small(*k, *s, *p, *d, *out):
+                col = _conv.im2col_2d(X, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], out[0], out[1], float(pad_value))
+                if col is not None:
+                    return col
+            return super()._im2col(X, k, s, p, d, out, pad_value)
+
+        def _col2im(self, col: Any, size: tuple, s: tuple, p: tuple, d: tuple) -> Any:
+            if len(size) == 2 and _small(*size, *s, *p, *d):
+                X = _conv.col2im_2d(col, size[0], size[1], s[0], s[1], p[0], p[1], d[0], d[1])
+                if X is not None:
+                    return X
+            return super()._col2im(col, size, s, p, d)
 
         def max_pool_nd(
             self, X: Any, ksize: Any, stride: Any = None, pad: Any = 0, cover_all: bool = True
@@ -31,7 +47,7 @@ class PoolKernels:
             if getattr(X, "ndim", None) == 4:
                 _, k, s, p, _, out = ConvOps._pool_args("Ops.max_pool_nd", X, ksize, stride, pad, cover_all)
                 if _small(*k, *s, *p, *out):
-                    result = _pool.max_pool_2d(X, k[0], k[1], s[0], s[1], p[0], p[1], out[0], out[1])
+                    result = _conv.max_pool_2d(X, k[0], k[1], s[0], s[1], p[0], p[1], out[0], out[1])
                     if result is not None:
                         return result
             return super().max_pool_nd(X, ksize, stride, pad, cover_all)
@@ -52,7 +68,7 @@ class PoolKernels:
                 shape = ConvOps._pool_in_shape(where, in_shape, dY, n)
                 k, s, p, _ = _settings(n, where, ksize, stride, pad)
                 if _small(*k, *s, *p, *shape) and k[0] * k[1] <= _INT_MAX:
-                    dX = _pool.backprop_max_pool_2d(dY, which, shape[2], shape[3], k[0], k[1], s[0], s[1], p[0], p[1])
+                    dX = _conv.backprop_max_pool_2d(dY, which, shape[2], shape[3], k[0], k[1], s[0], s[1], p[0], p[1])
                     if dX is not None:
                         return dX
             return super().backprop_max_pool_nd(dY, which, in_shape, ksize, stride, pad, cover_all)
