@@ -194,7 +194,6 @@ class ConvOps:
         expected = (X.shape[0], W.shape[0]) + out
         if tuple(dY.shape) != expected:
             raise ValueError(f"{where}: dY must have shape {expected} (conv_nd's output), got {tuple(dY.shape)}.")
-        xp = self.xp
         dX = None
         if need_dX:
             dX = _conv_backward_data(self, dY, W, X.shape[2:], s, p, d, G).astype(X.dtype, copy=False)
@@ -281,7 +280,6 @@ class ConvOps:
                 f"{where}: dY must have shape ({X.shape[0]}, {O}, *outsize), got {tuple(dY.shape)}."
             )
         ConvOps._deconv_out(where, X.shape[2:], k, s, p, d, dY.shape[2:])
-        xp = self.xp
         dX = _conv_forward(self, dY, W, k, s, p, d, G, tuple(X.shape[2:])).astype(X.dtype, copy=False)
         # deconv is conv's data-gradient, so its filter gradient is conv's with dY and X swapped.
         dW = _conv_backward_filter(self, X, dY, k, s, p, d, G).astype(W.dtype, copy=False)

@@ -4,8 +4,6 @@ A fast check that let through something the full check rejects would skip a docu
 one that rejected valid inputs would only be slow. Both directions are tested on valid inputs
 and on every single-step corruption of them (a dtype, one dimension, an axis, an input).
 """
-import itertools
-
 import numpy
 import pytest
 
