@@ -67,16 +67,30 @@ def _check_bias(b: Any, O: int, where: str) -> None:
 # group, Og = O / G output channels per group, K = prod(k), L = prod(out).
 
 
+# Windows are copied out (im2col) for this many bytes of images at a time, at least one image:
+# the copy stays in cache for the product that reads it, and a big batch (prediction) does not
+# need a window array many times the size of its images. Images are independent, so the block
+# size changes no result.
+_COL_BLOCK_BYTES = 8 << 20
+
+
+def _image_blocks(nB: int, bytes_per_image: int):
+    step = max(1, _COL_BLOCK_BYTES // max(bytes_per_image, 1))
+    for start in range(0, nB, step):
+        yield start, min(nB, start + step)
+
+
 def _conv_forward(ops, X, W, k, s, p, d, G, out):
     """X (nB, C, *size), W (O, Cg, *k) -> (nB, O, *out)"""
     xp = ops.xp
     nB, C = X.shape[:2]
     O = W.shape[0]
-    col = ops._im2col(X, k, s, p, d, out)
     L = int(numpy.prod(out))
-    col = col.reshape(nB, G, -1, L)  # (nB, G, Cg*K, L)
     Wg = W.reshape(G, O // G, -1)  # (G, Og, Cg*K)
-    Y = xp.matmul(Wg, col)  # (nB, G, Og, L)
+    Y = xp.empty((nB, G, O // G, L), dtype=xp.result_type(X.dtype, W.dtype))
+    for i, j in _image_blocks(nB, C * int(numpy.prod(k)) * L * X.dtype.itemsize):
+        col = ops._im2col(X[i:j], k, s, p, d, out).reshape(j - i, G, -1, L)  # (nB, G, Cg*K, L)
+        xp.matmul(Wg, col, out=Y[i:j])  # (nB, G, Og, L)
     return Y.reshape((nB, O) + tuple(out))
 
 
@@ -90,9 +104,16 @@ def _conv_backward_data(ops, dY, W, size, s, p, d, G):
     Cg = W.shape[1]
     L = int(numpy.prod(out))
     Wg = W.reshape(G, O // G, -1)  # (G, Og, Cg*K)
-    dcol = xp.matmul(Wg.transpose(0, 2, 1), dY.reshape(nB, G, O // G, L))  # (nB, G, Cg*K, L)
-    dcol = dcol.reshape((nB, G * Cg) + tuple(k) + tuple(out))
-    return ops._col2im(dcol, size[:n], s, p, d)
+    dtype = xp.result_type(dY.dtype, W.dtype)
+    blocks = list(_image_blocks(nB, G * Cg * int(numpy.prod(k)) * L * dtype.itemsize))
+    if len(blocks) == 1:
+        dcol = xp.matmul(Wg.transpose(0, 2, 1), dY.reshape(nB, G, O // G, L))  # (nB, G, Cg*K, L)
+        return ops._col2im(dcol.reshape((nB, G * Cg) + tuple(k) + tuple(out)), size[:n], s, p, d)
+    dX = xp.empty((nB, G * Cg) + tuple(size[:n]), dtype=dtype)
+    for i, j in blocks:
+        dcol = xp.matmul(Wg.transpose(0, 2, 1), dY[i:j].reshape(j - i, G, O // G, L))
+        dX[i:j] = ops._col2im(dcol.reshape((j - i, G * Cg) + tuple(k) + tuple(out)), size[:n], s, p, d)
+    return dX
 
 
 def _conv_backward_filter(ops, dY, X, k, s, p, d, G):

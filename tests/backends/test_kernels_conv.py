@@ -218,3 +218,21 @@ def test_avg_pool_and_unpool_backprops_take_the_reference_on_broadcast_columns()
     dY = rng.standard_normal(Y.shape).astype("float32")
     assert P.backprop_avg_pool_nd(dY, X.shape, 2).tobytes() == R.backprop_avg_pool_nd(dY, X.shape, 2).tobytes()
     assert P.unpool_nd(X, 2).tobytes() == R.unpool_nd(X, 2).tobytes()
+
+
+@pytest.mark.parametrize("ops", [P, R], ids=["NumpyOps", "Ops"])
+def test_image_blocks_change_no_result(monkeypatch, ops):
+    from plait.backends import _conv_ops
+
+    rng = numpy.random.default_rng(8)
+    X = rng.standard_normal((5, 3, 7, 6)).astype("float32")
+    W = rng.standard_normal((4, 3, 3, 2)).astype("float32")
+    kw = dict(stride=(2, 1), pad=1)
+    whole = ops.conv_nd(X, W, **kw)
+    dY = rng.standard_normal(whole.shape).astype("float32")
+    grads = ops.backprop_conv_nd(dY, X, W, **kw)
+    de = ops.deconv_nd(dY, W, outsize=X.shape[2:], **kw)
+    monkeypatch.setattr(_conv_ops, "_COL_BLOCK_BYTES", 1)  # one image per block
+    assert ops.conv_nd(X, W, **kw).tobytes() == whole.tobytes()
+    assert ops.backprop_conv_nd(dY, X, W, **kw)[0].tobytes() == grads[0].tobytes()
+    assert ops.deconv_nd(dY, W, outsize=X.shape[2:], **kw).tobytes() == de.tobytes()
