@@ -123,9 +123,8 @@ def _conv_backward_filter(ops, dY, X, k, s, p, d, G):
     O = dY.shape[1]
     out = dY.shape[2:]
     L = int(numpy.prod(out))
-    col = ops._im2col(X, k, s, p, d, out).reshape(nB, G, -1, L)
-    # Fold the batch into the contracted axis so that each group is one matrix product.
-    col = col.transpose(1, 2, 0, 3).reshape(G, -1, nB * L)  # (G, Cg*K, nB*L)
+    # The batch folded into the contracted axis, so that each group is one matrix product.
+    col = ops._im2col_channels_first(X, k, s, p, d, out).reshape(G, -1, nB * L)  # (G, Cg*K, nB*L)
     dYg = dY.reshape(nB, G, O // G, L).transpose(1, 2, 0, 3).reshape(G, O // G, nB * L)
     dW = xp.matmul(dYg, col.transpose(0, 2, 1))  # (G, Og, Cg*K)
     return dW.reshape((O, C // G) + tuple(k))
@@ -141,6 +140,13 @@ class ConvOps:
     def _im2col(self, X: Any, k: tuple, s: tuple, p: tuple, d: tuple, out: tuple, pad_value: Any = 0) -> Any:
         """X's windows: (nB, C, *size) -> (nB, C, *k, *out), C-contiguous (see _conv.im2col_nd_out)."""
         return im2col_nd_out(self.xp, X, k, s, p, d, out, pad_value)
+
+    def _im2col_channels_first(self, X: Any, k: tuple, s: tuple, p: tuple, d: tuple, out: tuple) -> Any:
+        """_im2col's windows with the batch axis after the window axes: (C, *k, nB, *out)."""
+        n = len(k)
+        col = self._im2col(X, k, s, p, d, out)  # (nB, C, *k, *out)
+        axes = (1,) + tuple(range(2, 2 + n)) + (0,) + tuple(range(2 + n, 2 + 2 * n))
+        return self.xp.ascontiguousarray(col.transpose(axes))
 
     def _col2im(self, col: Any, size: tuple, s: tuple, p: tuple, d: tuple) -> Any:
         """im2col's adjoint: (nB, C, *k, *out) -> (nB, C, *size) (see _conv.col2im_nd)."""

@@ -34,6 +34,13 @@ class ConvKernels:
                     return col
             return super()._im2col(X, k, s, p, d, out, pad_value)
 
+        def _im2col_channels_first(self, X: Any, k: tuple, s: tuple, p: tuple, d: tuple, out: tuple) -> Any:
+            if len(k) == 2 and _small(*k, *s, *p, *d, *out):
+                col = _conv.im2col_2d(X, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], out[0], out[1], 0.0, True)
+                if col is not None:
+                    return col
+            return super()._im2col_channels_first(X, k, s, p, d, out)
+
         def _col2im(self, col: Any, size: tuple, s: tuple, p: tuple, d: tuple) -> Any:
             if len(size) == 2 and _small(*size, *s, *p, *d):
                 X = _conv.col2im_2d(col, size[0], size[1], s[0], s[1], p[0], p[1], d[0], d[1])

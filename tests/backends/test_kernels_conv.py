@@ -46,6 +46,7 @@ def test_the_fast_case_runs_compiled():
     X = numpy.ones((1, 1, 4, 4), "float32")
     col = kernels.im2col_2d(X, 2, 2, 1, 1, 0, 0, 1, 1, 3, 3, 0.0)
     assert col is not None and col.shape == (1, 1, 2, 2, 3, 3)
+    assert kernels.im2col_2d(numpy.ones((2, 3, 4, 4), "f"), 2, 2, 1, 1, 0, 0, 1, 1, 3, 3, 0.0, True).shape == (3, 2, 2, 2, 3, 3)
     assert kernels.col2im_2d(col, 4, 4, 1, 1, 0, 0, 1, 1) is not None
     assert kernels.im2col_2d(X.astype("int64"), 2, 2, 1, 1, 0, 0, 1, 1, 3, 3, 0.0) is None
     assert kernels.col2im_2d(numpy.broadcast_to(col, col.shape), 4, 4, 1, 1, 0, 0, 1, 1) is not None
@@ -176,6 +177,11 @@ def test_im2col_and_col2im_equal_the_reference(nB, C, H, W, kh, kw, sy, sx, ph, 
         got = P._im2col(X, k, s, p, d, (oh, ow), pad_value)
     assert got.dtype == want.dtype and got.shape == want.shape and got.flags.c_contiguous
     assert got.tobytes() == want.tobytes()
+    want_cf = R._im2col_channels_first(X, k, s, p, d, (oh, ow))
+    with n_threads(threads):
+        got_cf = P._im2col_channels_first(X, k, s, p, d, (oh, ow))
+    assert got_cf.shape == want_cf.shape == (C, kh, kw, nB, oh, ow) and got_cf.flags.c_contiguous
+    assert got_cf.tobytes() == want_cf.tobytes()
     col = _values(rng, want.shape, dtype, "ties")
     want = col2im_nd(numpy, col, (H, W), s, p, d)
     with n_threads(threads):

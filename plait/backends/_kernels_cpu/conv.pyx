@@ -124,7 +124,9 @@ cdef void _max_pool_unpool_plane(const real* gy, const int* which, real* gx, Py_
 
 cdef void _im2col_plane(const real* x, real* col, Py_ssize_t H, Py_ssize_t W, Py_ssize_t oh,
                         Py_ssize_t ow, int kh, int kw, int sy, int sx, int ph, int pw, int dy,
-                        int dx, real pad) noexcept nogil:
+                        int dx, real pad, Py_ssize_t step) noexcept nogil:
+    # Window cell (ky, kx) of every output position goes to col + (ky * kw + kx) * step: step is
+    # oh * ow for the (nB, C, kh, kw, oh, ow) layout, nB * oh * ow for (C, kh, kw, nB, oh, ow).
     cdef Py_ssize_t oy, ox, iy, ix
     cdef int ky, kx
     cdef real* dst
@@ -132,7 +134,7 @@ cdef void _im2col_plane(const real* x, real* col, Py_ssize_t H, Py_ssize_t W, Py
     for ky in range(kh):
         for kx in range(kw):
             for oy in range(oh):
-                dst = col + ((ky * kw + kx) * oh + oy) * ow
+                dst = col + (ky * kw + kx) * step + oy * ow
                 iy = oy * sy - ph + ky * dy
                 if iy < 0 or iy >= H:
                     for ox in range(ow):
@@ -169,14 +171,20 @@ cdef void _col2im_plane(const real* col, real* x, Py_ssize_t H, Py_ssize_t W, Py
 
 
 def im2col_2d(object X, int kh, int kw, int sy, int sx, int ph, int pw, int dy, int dx,
-              Py_ssize_t oh, Py_ssize_t ow, double pad_value):
-    """X (nB, C, H, W) -> (nB, C, kh, kw, oh, ow), or None outside the fast case."""
+              Py_ssize_t oh, Py_ssize_t ow, double pad_value, bint channels_first=False):
+    """X (nB, C, H, W) -> (nB, C, kh, kw, oh, ow), or with channels_first (C, kh, kw, nB, oh, ow);
+    None outside the fast case."""
     cdef int kind = _float_kind(X, 4)
     if kind == 0 or not _params_ok(kh, kw, sy, sx, ph, pw) or dy < 1 or dx < 1 or oh < 0 or ow < 0:
         return None
     cdef Py_ssize_t nB = _dim(X, 0), C = _dim(X, 1), H = _dim(X, 2), W = _dim(X, 3)
-    cdef Py_ssize_t planes = nB * C, p, per = kh * kw * oh * ow
-    col = numpy.empty((nB, C, kh, kw, oh, ow), dtype=X.dtype)
+    cdef Py_ssize_t planes = nB * C, p, per = kh * kw * oh * ow, L = oh * ow
+    # How far apart one plane's window cells lie in the column array.
+    cdef Py_ssize_t step = nB * L if channels_first else L
+    if channels_first:
+        col = numpy.empty((C, kh, kw, nB, oh, ow), dtype=X.dtype)
+    else:
+        col = numpy.empty((nB, C, kh, kw, oh, ow), dtype=X.dtype)
     if planes == 0 or per == 0:
         return col
     cdef const float[:, :, :, ::1] x32
@@ -188,15 +196,25 @@ def im2col_2d(object X, int kh, int kw, int sy, int sx, int ph, int pw, int dy, 
         x32 = X
         c32 = col
         for p in prange(planes, nogil=True, schedule="static"):
-            _im2col_plane(&x32[0, 0, 0, 0] + p * H * W, &c32[0, 0, 0, 0, 0, 0] + p * per,
-                          H, W, oh, ow, kh, kw, sy, sx, ph, pw, dy, dx, pad32)
+            _im2col_plane(&x32[0, 0, 0, 0] + p * H * W,
+                          &c32[0, 0, 0, 0, 0, 0] + _start(p, C, nB, per, L, channels_first),
+                          H, W, oh, ow, kh, kw, sy, sx, ph, pw, dy, dx, pad32, step)
     else:
         x64 = X
         c64 = col
         for p in prange(planes, nogil=True, schedule="static"):
-            _im2col_plane(&x64[0, 0, 0, 0] + p * H * W, &c64[0, 0, 0, 0, 0, 0] + p * per,
-                          H, W, oh, ow, kh, kw, sy, sx, ph, pw, dy, dx, pad_value)
+            _im2col_plane(&x64[0, 0, 0, 0] + p * H * W,
+                          &c64[0, 0, 0, 0, 0, 0] + _start(p, C, nB, per, L, channels_first),
+                          H, W, oh, ow, kh, kw, sy, sx, ph, pw, dy, dx, pad_value, step)
     return col
+
+
+cdef inline Py_ssize_t _start(Py_ssize_t p, Py_ssize_t C, Py_ssize_t nB, Py_ssize_t per,
+                              Py_ssize_t L, bint channels_first) noexcept nogil:
+    """Offset of plane p = n * C + c's first window cell in the column array."""
+    if channels_first:
+        return (p % C) * per * nB + (p // C) * L  # at (c, 0, 0, n, 0, 0)
+    return p * per
 
 
 def col2im_2d(object col, Py_ssize_t H, Py_ssize_t W, int sy, int sx, int ph, int pw, int dy, int dx):
