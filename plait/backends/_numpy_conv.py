@@ -22,24 +22,26 @@ def _small(*values: int) -> bool:
     return all(0 <= v <= _INT_MAX for v in values)
 
 
+def _im2col_2d(X: Any, k: tuple, s: tuple, p: tuple, d: tuple, out: tuple, pad_value: Any, channels_first: bool) -> Any:
+    """The compiled 2-D im2col, or None where it declines (then the reference runs)."""
+    if len(k) != 2 or not _small(*k, *s, *p, *d, *out):
+        return None
+    return _conv.im2col_2d(X, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], out[0], out[1],
+                           float(pad_value), channels_first)
+
+
 class ConvKernels:
     """Mixin for NumpyOps; each method overrides the Ops reference with the identical signature."""
 
     if _conv is not None:
 
         def _im2col(self, X: Any, k: tuple, s: tuple, p: tuple, d: tuple, out: tuple, pad_value: Any = 0) -> Any:
-            if len(k) == 2 and _small(*k, *s, *p, *d, *out):
-                col = _conv.im2col_2d(X, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], out[0], out[1], float(pad_value))
-                if col is not None:
-                    return col
-            return super()._im2col(X, k, s, p, d, out, pad_value)
+            col = _im2col_2d(X, k, s, p, d, out, pad_value, False)
+            return col if col is not None else super()._im2col(X, k, s, p, d, out, pad_value)
 
         def _im2col_channels_first(self, X: Any, k: tuple, s: tuple, p: tuple, d: tuple, out: tuple) -> Any:
-            if len(k) == 2 and _small(*k, *s, *p, *d, *out):
-                col = _conv.im2col_2d(X, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], out[0], out[1], 0.0, True)
-                if col is not None:
-                    return col
-            return super()._im2col_channels_first(X, k, s, p, d, out)
+            col = _im2col_2d(X, k, s, p, d, out, 0, True)
+            return col if col is not None else super()._im2col_channels_first(X, k, s, p, d, out)
 
         def _col2im(self, col: Any, size: tuple, s: tuple, p: tuple, d: tuple) -> Any:
             if len(size) == 2 and _small(*size, *s, *p, *d):

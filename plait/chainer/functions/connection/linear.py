@@ -1,16 +1,10 @@
 """linear: y = x W^T + b, the affine map of a fully-connected layer."""
+import math
 from typing import Any
 
 from ... import cuda, function
 from ...utils import type_check
 from ...variable import DeferredGrad, deferral_fits
-
-
-def _prod(dims: tuple) -> int:
-    n = 1
-    for d in dims:
-        n *= d
-    return n
 
 
 def _as_mat(x: Any) -> Any:
@@ -48,7 +42,7 @@ class LinearFunction(function.Function):
         xs, ws = x.shape, W.shape
         if x.dtype.kind != "f" or W.dtype != x.dtype or len(xs) < 2 or len(ws) != 2:
             return False
-        if (xs[1] if len(xs) == 2 else _prod(xs[1:])) != ws[1]:
+        if (xs[1] if len(xs) == 2 else math.prod(xs[1:])) != ws[1]:
             return False
         if n == 3:
             b = in_data[2]
