@@ -596,29 +596,9 @@ class Padded:
                     f"Padded.{field} must be a numpy or cupy array, got {type(value).__qualname__}. "
                     "Build Padded objects with ops.list2padded(...) or pass arrays."
                 )
-        shape = tuple(self.data.shape)
-        if self.data.ndim < 2:
-            raise ValueError(
-                f"Padded.data must have shape (nS, nB, ...), got shape {shape}. "
-                "Axis 0 is time and axis 1 is the batch."
-            )
-        for field in ("size_at_t", "lengths", "indices"):
-            value = getattr(self, field)
-            if value.ndim != 1:
-                raise ValueError(f"Padded.{field} must be 1-dimensional, got shape {tuple(value.shape)}.")
-        nS, nB = shape[0], shape[1]
-        if self.size_at_t.shape[0] != nS:
-            raise ValueError(
-                f"Padded.size_at_t has shape {tuple(self.size_at_t.shape)} but Padded.data has shape {shape}: "
-                f"size_at_t needs one entry per time step ({nS})."
-            )
-        for field in ("lengths", "indices"):
-            value = getattr(self, field)
-            if value.shape[0] != nB:
-                raise ValueError(
-                    f"Padded.{field} has shape {tuple(value.shape)} but Padded.data has shape {shape}: "
-                    f"{field} needs one entry per sequence ({nB})."
-                )
+        # NOTE: no shape checks here. Thinc builds Padded objects whose lengths/indices do not
+        # (yet) match the data, e.g. as placeholders for type dispatch, and code written for it
+        # relies on that; the ops that read a Padded (padded2list, with_padded) check what they use.
 
     @property
     def dataXd(self) -> ArrayXd:

@@ -27,9 +27,11 @@ from ._threads import get_num_threads, plan_threads, set_num_threads  # noqa: E4
 plan_threads()
 
 from ._param_server import ParamServer  # noqa: E402
-from .cupy_ops import CupyOps
-from .numpy_ops import NumpyOps
-from .ops import Ops
+from ._cupy_allocators import cupy_pytorch_allocator, cupy_tensorflow_allocator  # noqa: E402
+from .cupy_ops import CupyOps  # noqa: E402
+from .mps_ops import MPSOps  # noqa: E402
+from .numpy_ops import NumpyOps  # noqa: E402
+from .ops import Ops  # noqa: E402
 
 __all__ = [
     "Ops",
@@ -46,21 +48,13 @@ __all__ = [
     "use_pytorch_for_gpu_memory",
     "use_tensorflow_for_gpu_memory",
     "has_cupy",
+    "context_pools",
+    "cupy_pytorch_allocator",
+    "cupy_tensorflow_allocator",
     "get_num_threads",
     "set_num_threads",
 ]
 
-
-class MPSOps(NumpyOps):
-    """Placeholder for Thinc's Apple Metal backend, which plait does not implement."""
-
-    name = "mps"
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError(
-            "MPSOps: plait has no Apple Metal (MPS) backend. Use NumpyOps (get_ops('numpy') or "
-            "get_ops('cpu')) on the CPU, or CupyOps (get_ops('cupy')) on an NVIDIA GPU."
-        )
 
 
 # Name -> Ops class. Kept as one small table (plus aliases) so that a catalogue registry can
@@ -183,7 +177,10 @@ def contextvars_eq_thread_ops() -> bool:
 # --- GPU memory ----------------------------------------------------------------------------
 
 _GPU_ALLOCATORS = ("pytorch", "tensorflow")
-_gpu_pools: Dict[str, Any] = {}
+# The CuPy memory pools made by use_*_for_gpu_memory, by allocator name. Thinc keeps them in
+# this context variable (its tests and spaCy read `context_pools.get()`); the default dict is
+# shared by every context that has not set its own, so a pool installed once is seen by all.
+context_pools: ContextVar[dict] = ContextVar("context_pools", default={})
 _gpu_pools_lock = threading.Lock()
 
 
@@ -214,10 +211,11 @@ def _require_cupy(where: str) -> Any:
 def _install_pool(kind: str, allocate: Callable[[int], Any]) -> None:
     cupy = _require_cupy(f"use_{kind}_for_gpu_memory")
     with _gpu_pools_lock:
-        pool = _gpu_pools.get(kind)
+        pools = context_pools.get()
+        pool = pools.get(kind)
         if pool is None:
             pool = cupy.cuda.MemoryPool(allocator=allocate)
-            _gpu_pools[kind] = pool
+            pools[kind] = pool
     cupy.cuda.set_allocator(pool.malloc)
 
 
@@ -242,40 +240,6 @@ def use_tensorflow_for_gpu_memory() -> None:
 
     assert_tensorflow_installed()
     _install_pool("tensorflow", cupy_tensorflow_allocator)
-
-
-# CuPy rounds requests itself, but tiny ones have been seen to fail; never ask for less.
-_MIN_ALLOCATION = 1024
-
-
-def cupy_pytorch_allocator(size_in_bytes: int) -> Any:
-    """A CuPy MemoryPointer to `size_in_bytes` of GPU memory owned by a torch tensor."""
-    from .. import compat
-    from ..util import get_torch_default_device
-
-    torch, cupy = compat.torch, compat.cupy
-    size_in_bytes = max(_MIN_ALLOCATION, int(size_in_bytes))
-    n_words = (size_in_bytes + 3) // 4
-    owner = torch.empty((n_words,), dtype=torch.float32, device=get_torch_default_device())
-    # UnownedMemory keeps `owner` alive for as long as CuPy uses the memory and never frees it
-    # itself: torch's allocator gets it back when the tensor is collected.
-    memory = cupy.cuda.memory.UnownedMemory(owner.data_ptr(), size_in_bytes, owner)
-    return cupy.cuda.memory.MemoryPointer(memory, 0)
-
-
-def cupy_tensorflow_allocator(size_in_bytes: int) -> Any:
-    """A CuPy MemoryPointer to `size_in_bytes` of GPU memory owned by a TensorFlow tensor."""
-    from .. import compat
-    from ..util import tensorflow2xp
-
-    tf, cupy = compat.tensorflow, compat.cupy
-    size_in_bytes = max(_MIN_ALLOCATION, int(size_in_bytes))
-    n_words = (size_in_bytes + 3) // 4
-    owner = tf.zeros((n_words,), dtype=tf.float32)
-    # TensorFlow exposes no raw pointer; going through DLPack to a cupy view gives one.
-    view = tensorflow2xp(owner)
-    memory = cupy.cuda.memory.UnownedMemory(int(view.data.ptr), size_in_bytes, view)
-    return cupy.cuda.memory.MemoryPointer(memory, 0)
 
 
 def __getattr__(name: str) -> Any:
