@@ -53,8 +53,8 @@ def _check_guesses(where: str, guesses: Any) -> None:
         )
     if guesses.ndim != 2:
         raise ValueError(f"{where}: 'guesses' must be 2d (nB, nO), got shape {tuple(guesses.shape)}.")
-    if guesses.dtype.kind != "f":
-        raise TypeError(f"{where}: 'guesses' must hold floats, got dtype {guesses.dtype}.")
+    if guesses.dtype.kind not in "fiub":
+        raise TypeError(f"{where}: 'guesses' must hold numbers, got dtype {guesses.dtype}.")
 
 
 def _check_same_shape(where: str, guesses: Any, truths: Any) -> None:
@@ -102,11 +102,12 @@ class CategoricalCrossentropy(Loss):
                 f"CategoricalCrossentropy: 'names' must be a sequence of class names, got the string {names!r}."
             )
         self.normalize = normalize
-        self.names = names
+        # An empty list means "no names", as in Thinc (configs write `names = []`).
+        self.names = names if names else None
         self.missing_value = missing_value
         self.neg_prefix = neg_prefix
         self.label_smoothing = label_smoothing
-        self._name_to_i = {name: i for i, name in enumerate(names)} if names is not None else {}
+        self._name_to_i = {name: i for i, name in enumerate(self.names)} if self.names is not None else {}
 
     # ------------------------------------------------------------------ truths
 
@@ -259,13 +260,13 @@ class CategoricalCrossentropy(Loss):
         xp = get_array_module(guesses)
         if bool(xp.any(guesses > 1)) or bool(xp.any(guesses < 0)):
             raise ValueError(
-                f"{where}: guesses must be probabilities in [0, 1] (softmax outputs), got values in "
-                f"[{float(guesses.min())}, {float(guesses.max())}]."
+                f"Cannot calculate {where} loss with guesses outside the [0, 1] interval: they must be "
+                f"probabilities (softmax outputs), got values in [{float(guesses.min())}, {float(guesses.max())}]."
             )
         if bool(xp.any(target > 1)) or bool(xp.any(target < 0)):
             raise ValueError(
-                f"{where}: truth values must lie in [0, 1], got values in "
-                f"[{float(target.min())}, {float(target.max())}]."
+                f"Cannot calculate {where} loss with truth values outside the [0, 1] interval: got values "
+                f"in [{float(target.min())}, {float(target.max())}]."
             )
         d_guesses = (guesses - target) * mask
         if self.normalize:

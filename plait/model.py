@@ -54,6 +54,13 @@ context_operators: ContextVar[Dict[str, Callable]] = ContextVar("context_operato
 _predicting: ContextVar[bool] = ContextVar("plait_predicting", default=False)
 
 
+class _UnsetError(KeyError, ValueError):
+    """A known param that has no value yet: Thinc raises KeyError, plait's older API ValueError."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 def empty_init(model: "Model", X: Any = None, Y: Any = None) -> "Model":
     """The init of a model that infers nothing from data."""
     return model
@@ -265,7 +272,7 @@ class Model(Generic[InT, OutT]):
                 f"Unknown parameter '{name}' for model '{self.name}'. Known parameters: {known}."
             )
         if not self._has_params[name]:
-            raise ValueError(
+            raise _UnsetError(
                 f"Parameter '{name}' for model '{self.name}' has not been allocated yet. "
                 f"Call model.initialize(X=..., Y=...) with sample data first."
             )
@@ -318,6 +325,11 @@ class Model(Generic[InT, OutT]):
         return grad
 
     def set_grad(self, name: str, value: FloatsXd) -> None:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and self._has_params.get(name):
+            # Thinc code resets a gradient with set_grad(name, 0.0); the scalar stands for an
+            # array of the param's shape filled with it (what Thinc's later `+=` broadcasts to).
+            param = self.get_param(name)
+            value = self.ops.xp.full(param.shape, value, dtype=param.dtype)
         self._check_grad(name, value)
         self._params.set_grad(self.id, name, value)
 
@@ -369,14 +381,22 @@ class Model(Generic[InT, OutT]):
         return self.get_ref(name) if self.has_ref(name) else None
 
     def set_ref(self, name: str, value: Optional["Model"]) -> None:
-        if name not in self._refs:
-            known = ", ".join(repr(r) for r in self._refs) or "none"
-            raise KeyError(f"Cannot set unknown reference '{name}' for model '{self.name}'. Known: {known}.")
-        if value is not None and not isinstance(value, Model):
-            raise TypeError(
-                f"Cannot set reference '{name}' for model '{self.name}': expected a Model or None, "
-                f"got {type(value).__name__}."
-            )
+        """Point reference `name` at `value`, a node of this model's tree (or None to unset it).
+
+        A name that was not declared when the model was made is added, as in Thinc (spaCy's
+        Tok2Vec relies on this).
+        """
+        if value is not None:
+            if not isinstance(value, Model):
+                raise TypeError(
+                    f"Cannot set reference '{name}' for model '{self.name}': expected a Model or None, "
+                    f"got {type(value).__name__}."
+                )
+            if not any(node is value for node in self.walk()):
+                raise ValueError(
+                    f"Cannot add reference to node not in tree: '{name}' of model '{self.name}' would "
+                    f"point at '{value.name}', which is not among its layers. Add it as a layer first."
+                )
         self._refs[name] = value
 
     # --- running ----------------------------------------------------------------------
@@ -451,7 +471,7 @@ class Model(Generic[InT, OutT]):
         if order == "dfs_post":
             return self._walk_dfs(post_order=True)
         raise ValueError(
-            f"Cannot walk model '{self.name}' in order {order!r}: use 'bfs', 'dfs_pre' or 'dfs_post'."
+            f"Invalid order {order!r} for walking model '{self.name}': use 'bfs', 'dfs_pre' or 'dfs_post'."
         )
 
     def _walk_bfs(self) -> Iterator["Model"]:
@@ -653,9 +673,20 @@ class Model(Generic[InT, OutT]):
                             f"dimension '{dim}' (the saved node was '{info['name']}')."
                         )
                     node.set_dim(dim, value)
+            if isinstance(info.get("name"), str):
+                node.name = info["name"]
             for ref_name, ref_index in info["refs"].items():
-                if ref_name in node._refs:
-                    node.set_ref(ref_name, None if ref_index is None else nodes[ref_index])
+                # Saved references are restored whether or not the new model declared them,
+                # as in Thinc: set_ref adds the names that code created after construction.
+                if ref_index is None:
+                    node._refs[ref_name] = None
+                elif isinstance(ref_index, int) and 0 <= ref_index < len(nodes):
+                    node._refs[ref_name] = nodes[ref_index]
+                else:
+                    raise ValueError(
+                        f"Cannot deserialize model '{self.name}': reference '{ref_name}' of node {i} "
+                        f"('{node.name}') points at node {ref_index!r}, but the model has {len(nodes)} nodes."
+                    )
             for attr, value in msg["attrs"][i].items():
                 default = node._attrs.get(attr)
                 node._attrs[attr] = deserialize_attr(default, value, attr, node)

@@ -298,7 +298,13 @@ class Optimizer:
         *,
         lr_scale: float = 1.0,
     ) -> Tuple[FloatsXd, FloatsXd]:
-        """Update `weights` (in place where possible) from `gradient`; returns (weights, zeroed gradient)."""
+        """Update `weights` (in place where possible) from `gradient`; returns (weights, zeroed gradient).
+
+        An empty gradient (a param that received none, e.g. an unused embedding row block)
+        is no update: both come back unchanged and the step count of `key` does not move.
+        """
+        if getattr(gradient, "ndim", 0) >= 1 and gradient.shape[0] == 0:
+            return weights, gradient
         for name, arr in (("weights", weights), ("gradient", gradient)):
             if not (hasattr(arr, "shape") and hasattr(arr, "dtype")):
                 raise TypeError(

@@ -140,12 +140,50 @@ def _count(fn: str, arg: str, value: Any, *, low: int) -> int:
 
 
 def _wrapped(fn: str, value: Any) -> Schedule:
-    if not isinstance(value, Schedule):
+    """`value` as a Schedule: a Schedule as it is, any other iterable (a Thinc 8 generator, a list
+    of rates) read lazily by `_iterable_schedule`."""
+    if isinstance(value, Schedule):
+        return value
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise TypeError(
-            f"{fn}(): schedule must be a plait Schedule (for example decaying(0.005, 1e-4)), got "
-            f"{type(value).__name__}. Plain generators and iterables cannot be evaluated at a given step."
+            f"{fn}(): schedule must be a Schedule (for example decaying(0.005, 1e-4)) or an iterable "
+            f"of values, got {type(value).__name__} {value!r}."
         )
-    return value
+    return Schedule("from_iterable", _iterable_value, attrs={"_iterator": iter(value), "_fn": fn})
+
+
+# How many values an iterable-backed schedule keeps behind the latest step asked for.
+_ITERABLE_WINDOW = 4096
+
+
+def _iterable_value(schedule: Schedule, step: int, **extra: Any) -> Any:
+    """The `step`-th value of the wrapped iterable, reading it as far as needed.
+
+    Values are cached in a window behind the furthest step read, so that steps can be asked
+    for again (an optimizer and a logger reading the same step) without unbounded memory.
+    """
+    memo = schedule._memo
+    start = memo.setdefault("start", 0)
+    values = memo.setdefault("values", [])
+    iterator = schedule.attrs["_iterator"]
+    if step < start:
+        raise ValueError(
+            f"{schedule.attrs['_fn']}(): the wrapped iterable's step {step} was read long ago and is no "
+            f"longer kept (steps from {start} on are). Pass a Schedule to evaluate arbitrary steps."
+        )
+    while start + len(values) <= step:
+        try:
+            values.append(next(iterator))
+        except StopIteration:
+            raise ValueError(
+                f"{schedule.attrs['_fn']}(): the wrapped iterable ended after {start + len(values)} "
+                f"values, but step {step} was asked for. Give an infinite iterator or a longer list."
+            ) from None
+        if len(values) > 2 * _ITERABLE_WINDOW:
+            del values[:_ITERABLE_WINDOW]
+            start += _ITERABLE_WINDOW
+            memo["start"] = start
+    return values[step - start]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -302,11 +340,6 @@ def warmup_linear(initial_rate: float, warmup_steps: int, total_steps: int) -> S
     _real("warmup_linear", "initial_rate", initial_rate, low=0.0)
     warmup_steps = _count("warmup_linear", "warmup_steps", warmup_steps, low=0)
     total_steps = _count("warmup_linear", "total_steps", total_steps, low=0)
-    if total_steps < warmup_steps:
-        raise ValueError(
-            f"warmup_linear(): total_steps ({total_steps}) must be >= warmup_steps ({warmup_steps}); "
-            "total_steps counts the warm-up too."
-        )
     return Schedule(
         "warmup_linear",
         _warmup_linear_value,

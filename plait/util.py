@@ -134,9 +134,12 @@ def get_array_module(arr: Any) -> Any:
         return numpy
     if is_cupy_array(arr):
         return sys.modules["cupy"]
+    # NOTE: the first sentence is Thinc's wording, which code written for Thinc matches.
     raise ValueError(
-        f"get_array_module: expected a numpy or cupy array, got {_describe(arr)}. "
-        "Convert the data with ops.asarray(...) first."
+        f"Only numpy and cupy arrays are supported, but found {type(arr)} instead. If "
+        "get_array_module module wasn't called directly, this might indicate a bug in Thinc-style "
+        f"code calling it. get_array_module got {_describe(arr)}: convert the data with "
+        "ops.asarray(...) first."
     )
 
 
@@ -353,7 +356,7 @@ def to_categorical(Y: IntsXd, n_classes: Optional[int] = None, *, label_smoothin
         n_classes = int(n_classes)
     if label_smoothing < 0.0:
         raise ValueError(
-            f"to_categorical: label_smoothing has to be greater than or equal to 0, but found {label_smoothing}."
+            f"to_categorical: the label_smoothing parameter has to be greater than or equal to 0, but found {label_smoothing}."
         )
     if label_smoothing == 0.0:
         if n_classes < 1:
@@ -370,7 +373,7 @@ def to_categorical(Y: IntsXd, n_classes: Optional[int] = None, *, label_smoothin
         max_smooth = (n_classes - 1) / n_classes
         if label_smoothing >= max_smooth:
             raise ValueError(
-                f"to_categorical: for {n_classes} classes label_smoothing has to be less than "
+                f"to_categorical: for {n_classes} classes the label_smoothing parameter has to be less than "
                 f"{max_smooth}, but found {label_smoothing}."
             )
     table = xp.full((n_classes, n_classes), off_value, dtype="float32")

@@ -94,7 +94,9 @@ def _check_ids(model: Model, ids, nV: Optional[int]) -> None:
             f"Model '{model.name}' expects integer ids, got an array of dtype {ids.dtype}. "
             f"Cast them with ids.astype('uint64') or build the layer from integer features."
         )
-    if ids.ndim != 1:
+    # An empty batch passes whatever its shape: array_getitem hands an empty (0, k) feature
+    # array through unchanged, and Thinc returns E[ids] for it.
+    if ids.ndim != 1 and ids.size:
         raise ValueError(
             f"Model '{model.name}' expects a 1d array of ids, got shape {tuple(ids.shape)}. "
             f"For 2d feature arrays, create the layer with column=... to pick the id column."

@@ -88,9 +88,9 @@ def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Call
 
         def backprop_unnormalized(dY: OutT) -> InT:
             raise ValueError(
-                f"Cannot backprop through model '{model.name}': it returned unnormalized logits "
-                f"(attr softmax_normalize=False and is_train=False). Run it with is_train=True "
-                f"(begin_update) to train it."
+                f"Cannot backprop through model '{model.name}': backprop is not supported for an "
+                f"unnormalized Softmax layer (attr softmax_normalize=False and is_train=False). Run it "
+                f"with is_train=True (begin_update) to train it."
             )
 
         return Y, backprop_unnormalized
@@ -111,4 +111,7 @@ def _check_temperature(temperature: Any, where: str) -> None:
     if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
         raise TypeError(f"{where}: softmax temperature must be a number > 0, got {temperature!r}.")
     if not temperature > 0.0:
-        raise ValueError(f"{where}: softmax temperature must be > 0, got {temperature!r}.")
+        raise ValueError(
+            f"{where}: softmax temperature must not be zero or negative, got {temperature!r}. Use a "
+            "temperature > 0 (1.0 leaves the logits as they are)."
+        )

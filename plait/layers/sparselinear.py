@@ -124,11 +124,14 @@ def _check_input(model: Model, X: Any) -> Tuple[Any, Any, Any]:
     if lengths.size and int(lengths.min()) < 0:
         raise ValueError(f"Model '{model.name}': 'lengths' must be >= 0, got {int(lengths.min())}.")
     total = int(lengths.sum()) if lengths.size else 0
-    if total != keys.shape[0]:
+    if total > keys.shape[0]:
+        # Thinc would read past the end of the keys here.
         raise ValueError(
-            f"Model '{model.name}': 'lengths' sum to {total}, but there are {keys.shape[0]} keys. "
+            f"Model '{model.name}': 'lengths' sum to {total}, but there are only {keys.shape[0]} keys. "
             f"Give one length per sequence, summing to the number of keys."
         )
+    # Keys past sum(lengths) belong to no sequence and are ignored, as in Thinc.
+    keys, values = keys[:total], values[:total]
     # NOTE: signed keys are reinterpreted as uint64 (two's complement), as Thinc reads them.
     return keys.astype("uint64", copy=False), values, lengths
 

@@ -24,11 +24,8 @@ def forward(model: Model[InT, OutT], Xs: InT, is_train: bool) -> Tuple[OutT, Cal
     encoded: List[bytes] = []
     ends = []
     for i, X in enumerate(Xs):
-        if isinstance(X, str):
-            raise TypeError(
-                f"Cannot apply model '{model.name}': item {i} is a str ({X!r}), not a sequence of strings. "
-                f"Pass a list of token lists, e.g. [['hello', 'world']]."
-            )
+        # NOTE: a str item is a sequence of one-character strings, and is hashed as such (as
+        # Thinc does): ["hello"] gives one (5, 1) array.
         for word in X:
             if not isinstance(word, str):
                 raise TypeError(
