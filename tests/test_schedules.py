@@ -389,7 +389,7 @@ BAD_ARGS = [
     (constant, (math.inf,), {}, ValueError, "rate"),
     (constant_then, (0.1, -1, constant(1.0)), {}, ValueError, "steps"),
     (constant_then, (0.1, 2.5, constant(1.0)), {}, ValueError, "steps"),
-    (constant_then, (0.1, 2, iter([1.0, 2.0])), {}, TypeError, "schedule"),
+    (constant_then, (0.1, 2, 3.0), {}, TypeError, "schedule"),
     (decaying, (-0.1, 1e-4), {}, ValueError, "base_rate"),
     (decaying, (0.1, -1e-4), {}, ValueError, "decay"),
     (decaying, (0.1, 1e-4), {"t": -2}, ValueError, "t"),
@@ -397,7 +397,6 @@ BAD_ARGS = [
     (compounding, (1.0, 10.0, -1.5), {}, ValueError, "compound"),
     (compounding, (-1.0, 10.0, 1.5), {}, ValueError, "start"),
     (compounding, (1.0, None, 1.5), {}, TypeError, "stop"),
-    (warmup_linear, (0.01, 10, 5), {}, ValueError, "total_steps"),
     (warmup_linear, (-0.01, 1, 5), {}, ValueError, "initial_rate"),
     (warmup_linear, (0.01, "10", 50), {}, TypeError, "warmup_steps"),
     (slanted_triangular, (0.1, 0), {}, ValueError, "num_steps"),
@@ -485,3 +484,20 @@ def test_config_resolves_each_schedule(block, want):
 def test_config_bad_value_raises():
     with pytest.raises(ValueError, match="period"):
         _resolve('[s]\n@schedules = "cyclic_triangular.v1"\nmin_lr = 0.0\nmax_lr = 1.0\nperiod = 0')
+
+
+def test_constant_then_takes_a_plain_iterable_like_thinc():
+    # Thinc 8's constant_then chains any iterable after the constant phase.
+    rates = constant_then(1.0, 2, [100, 200])
+    assert [next(rates) for _ in range(4)] == [1.0, 1.0, 100, 200]
+    with pytest.raises(ValueError, match="ended after 2 values"):
+        next(rates)
+    gen = constant_then(0.5, 1, (float(i) for i in range(10**6)))
+    assert gen(20000) == 19999.0 and gen(20001) == 20000.0
+    with pytest.raises(ValueError, match="no longer kept"):
+        gen(1)
+
+
+def test_warmup_linear_shorter_than_its_warmup_like_thinc():
+    schedule = warmup_linear(1.0, 100, 20)
+    assert [schedule(i) for i in (0, 10, 99, 100, 150)] == [0.0, 0.1, 0.99, 0.0, 0.0]

@@ -478,22 +478,22 @@ def test_padded_layout_and_len():
 
 
 @pytest.mark.parametrize(
-    "field,value,match",
+    "field,value",
     [
-        ("data", numpy.zeros((4, 3, 2), "f"), r"Padded\.lengths has shape \(4,\).*\(4, 3, 2\)"),
-        ("data", numpy.zeros((5, 4, 2), "f"), r"Padded\.size_at_t has shape \(4,\).*\(5, 4, 2\)"),
-        ("data", numpy.zeros(4, "f"), r"Padded\.data must have shape \(nS, nB, \.\.\.\), got shape \(4,\)"),
-        ("indices", numpy.zeros(3, "i"), r"Padded\.indices has shape \(3,\)"),
-        ("lengths", numpy.zeros((4, 1), "i"), r"Padded\.lengths must be 1-dimensional, got shape \(4, 1\)"),
-        ("size_at_t", numpy.zeros(2, "i"), r"Padded\.size_at_t has shape \(2,\)"),
+        ("data", numpy.zeros((4, 3, 2), "f")),
+        ("data", numpy.zeros(4, "f")),
+        ("indices", numpy.zeros(3, "i")),
+        ("lengths", numpy.zeros((4, 1), "i")),
+        ("size_at_t", numpy.zeros(2, "i")),
     ],
 )
-def test_padded_validation_errors(field, value, match):
+def test_padded_takes_unmatched_arrays_like_thinc(field, value):
+    # Thinc builds Padded placeholders whose parts do not match (its own layer tests do), so the
+    # constructor checks only that each part is an array; the ops that read one check the rest.
     p = _padded()
     kwargs = {f.name: getattr(p, f.name) for f in dataclasses.fields(Padded)}
     kwargs[field] = value
-    with pytest.raises(ValueError, match=match):
-        Padded(**kwargs)
+    assert getattr(Padded(**kwargs), field) is value
 
 
 def test_padded_validation_type_error():

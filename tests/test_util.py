@@ -81,7 +81,7 @@ def test_get_array_module():
     assert get_array_module(numpy.zeros(3)) is numpy
     assert get_array_module(numpy.zeros((0, 2), dtype="i")) is numpy
     for bad in ([1, 2], 3.0, None, "abc"):
-        with pytest.raises(ValueError, match="numpy or cupy array"):
+        with pytest.raises(ValueError, match="Only numpy and cupy arrays are supported"):
             get_array_module(bad)
 
 

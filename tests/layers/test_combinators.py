@@ -588,8 +588,9 @@ def test_strings2arrays():
     assert all(y.dtype == numpy.uint64 for y in Ys)
     for doc, y in zip(docs, Ys):
         assert [int(v) for v in y[:, 0]] == [ctypes.c_uint64(hash_unicode(w)).value for w in doc]
-    with pytest.raises(TypeError, match="str"):
-        strings2arrays().predict(["not a list of tokens"])
+    # As in Thinc, a str item is a sequence of one-character tokens.
+    (y,) = strings2arrays().predict(["héllo"])
+    assert [int(v) for v in y[:, 0]] == [ctypes.c_uint64(hash_unicode(c)).value for c in "héllo"]
 
 
 # --- batch invariance, serialization, config -------------------------------------------------------

@@ -424,8 +424,15 @@ def test_sparselinear_errors_and_init():
     assert model.get_param("W").shape == (24,) and not model.get_param("W").any()
     keys = numpy.arange(4, dtype="uint64")
     values = numpy.ones(4, dtype="f")
-    with pytest.raises(ValueError, match="sum to 3"):
-        model.predict((keys, values, numpy.array([3], dtype="i")))
+    with pytest.raises(ValueError, match="sum to 5, but there are only 4 keys"):
+        model.predict((keys, values, numpy.array([3, 2], dtype="i")))
+    # Keys past sum(lengths) belong to no sequence and are ignored, as in Thinc.
+    W = numpy.arange(24, dtype="f")
+    model.set_param("W", W)
+    numpy.testing.assert_array_equal(
+        model.predict((keys, values, numpy.array([3], dtype="i"))),
+        model.predict((keys[:3], values[:3], numpy.array([3], dtype="i"))),
+    )
     with pytest.raises(ValueError, match="same length"):
         model.predict((keys, values[:2], numpy.array([4], dtype="i")))
     with pytest.raises(TypeError, match="tuple"):

@@ -139,8 +139,13 @@ def test_refs():
     m = Model("outer", _seq_forward, layers=[a, b], refs={"first": a, "spare": None})
     assert m.has_ref("first") is True and m.has_ref("spare") is None and m.has_ref("x") is False
     assert m.get_ref("first") is a and m.maybe_get_ref("spare") is None
-    with pytest.raises(KeyError, match="'x'"):
-        m.set_ref("x", a)
+    # As in Thinc, set_ref adds a name that was not declared (spaCy's Tok2Vec relies on it),
+    # but only for a node of the tree.
+    m.set_ref("x", a)
+    assert m.get_ref("x") is a and "x" in m.ref_names
+    with pytest.raises(ValueError, match="not in tree"):
+        m.set_ref("y", affine(name="stranger"))
+    assert not m.has_ref("y")
     with pytest.raises(TypeError, match="'first'.*int"):
         m.set_ref("first", 3)
     with pytest.raises(ValueError, match="'spare'.*unset"):
