@@ -171,9 +171,12 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Optional[OutT] = N
     # Rule: every child gets X; Y (whose width is the total) only reaches the children
     # whose nO is not yet set, as in chain, so set widths are never overwritten.
     if X is not None:
-        width = get_width(X)
-        for node in [model, *model.layers]:
-            if node.has_dim("nI") is not False:
+        # The width is read only for nodes that have an nI: X may be data that has no width
+        # (spaCy passes a list of Docs to a concatenate of feature extractors).
+        takers = [node for node in [model, *model.layers] if node.has_dim("nI") is not False]
+        if takers:
+            width = get_width(X)
+            for node in takers:
                 node.set_dim("nI", width)
     for layer in model.layers:
         layer.initialize(X=X, Y=Y if layer.has_dim("nO") is not True else None)
