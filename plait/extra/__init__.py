@@ -1,0 +1,1 @@
+"""Extra algorithms under thinc's module path `thinc.extra` (the beam search of spaCy's parser)."""
