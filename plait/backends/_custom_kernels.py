@@ -39,6 +39,42 @@ class _KernelTable:
 KERNELS = _KernelTable()
 
 
+class LazyKernel:
+    """A kernel compiled on its first call: by `compile_callback()` when given, else by name
+    from `KERNELS`. Creating one needs no CuPy."""
+
+    __slots__ = ("name", "_kernel", "_compile_callback")
+
+    def __init__(self, name: str, *, compile_callback: Optional[Callable[[], Any]] = None) -> None:
+        self.name = name
+        self._kernel: Any = None
+        self._compile_callback = compile_callback
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        if self._kernel is None:
+            kernel = self._compile_callback() if self._compile_callback is not None else KERNELS.get_function(self.name)
+            if kernel is None:
+                raise ValueError(f"LazyKernel {self.name!r}: compiling the CUDA kernel gave nothing.")
+            self._kernel = kernel
+        self._kernel(*args, **kwargs)
+
+
+def check_seq2col_lengths(lengths: Optional[Any], B: int) -> Any:
+    """`lengths` for seq2col over B rows: one sequence of all rows when None, else checked to be
+    non-negative and to sum to B. Returns an int32 CuPy array."""
+    import cupy
+
+    if lengths is None:
+        return cupy.array([B], dtype="int32")
+    if lengths.ndim != 1:
+        raise ValueError(f"seq2col: lengths must be 1d, got shape {tuple(lengths.shape)}.")
+    if lengths.size and int(lengths.min()) < 0:
+        raise ValueError(f"seq2col: lengths must be >= 0, got {int(lengths.min())}.")
+    if int(lengths.sum()) != B:
+        raise IndexError(f"seq2col: lengths sum to {int(lengths.sum())}, but the input has {B} rows.")
+    return lengths
+
+
 def compile_mmh() -> Any:
     """The compiled MurmurHash3 kernel (the one behind `Ops.hash` on the GPU)."""
     return _kernels_gpu.get_kernel("plait_hash_fwd")

@@ -42,6 +42,16 @@ def forward(model: Model[InT, OutT], X1_X2: InT, is_train: bool) -> Tuple[OutT, 
     return sim, backprop
 
 
+def inverse(total: OutT) -> Tuple[OutT, Callable]:
+    """1 / (1 + total) and its backprop callback (Thinc's module-level helper)."""
+    inv = 1.0 / (1.0 + total)
+
+    def backprop(d_inverse: OutT) -> OutT:
+        return -d_inverse * inv * inv
+
+    return inv, backprop
+
+
 def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Optional[OutT] = None) -> None:
     if X is not None:
         model.set_dim("nI", get_width(X[0]))

@@ -28,6 +28,11 @@ def chain(layer1: Model, layer2: Model, *layers: Model) -> Model:
     return Model(">>".join(layer.name for layer in all_layers), forward, init=init, dims=dims, layers=all_layers)
 
 
+def chain_no_types(*layer: Model) -> Model:
+    """chain(*layer), for callers that skip chain's typing overloads (a Thinc name)."""
+    return chain(*layer)
+
+
 def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Callable]:
     if not is_train and _predicting.get():
         # Model.predict discards the callback: keeping each layer's would keep every

@@ -6,6 +6,7 @@ from ..initializers import glorot_uniform_init
 from ..model import Model
 from ..types import Floats2d
 from ._dense import _dense_forward, _dense_model
+from .linear import _init_affine
 
 
 @registry.layers("ClippedLinear.v1")
@@ -100,3 +101,7 @@ def ReluK(
         nO, nI, init_W=init_W, init_b=init_b, dropout=dropout, normalize=normalize,
         min_val=0.0, max_val=k,
     )
+
+
+# Thinc's module-level name for this layer's init(init_W, init_b, model, X=None, Y=None).
+init = _init_affine

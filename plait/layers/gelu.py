@@ -6,6 +6,7 @@ from ..initializers import he_normal_init
 from ..model import Model
 from ..types import Floats2d
 from ._dense import _dense_forward, _dense_model
+from .linear import _init_affine
 
 InT = Floats2d
 OutT = Floats2d
@@ -35,3 +36,7 @@ def Gelu(
 def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Callable]:
     ops = model.ops
     return _dense_forward(model, X, ops.gelu, lambda dY, Z, Y: ops.backprop_gelu(dY, Z))
+
+
+# Thinc's module-level name for this layer's init(init_W, init_b, model, X=None, Y=None).
+init = _init_affine

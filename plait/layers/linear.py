@@ -120,3 +120,7 @@ def _backprop_affine(model: Model, X: Floats2d, W: Floats2d, dZ: Floats2d) -> Fl
     model.inc_grad("b", dZ.sum(axis=0))
     model.inc_grad("W", model.ops.gemm(dZ, X, trans1=True))
     return model.ops.gemm(dZ, W)
+
+
+# Thinc's module-level name for Linear's init(init_W, init_b, model, X=None, Y=None).
+init = _init_affine

@@ -6,6 +6,7 @@ from ..initializers import glorot_uniform_init
 from ..model import Model
 from ..types import Floats2d
 from ._dense import _dense_forward, _dense_model
+from .linear import _init_affine
 
 InT = Floats2d
 OutT = Floats2d
@@ -35,3 +36,7 @@ def Mish(
 def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Callable]:
     ops = model.ops
     return _dense_forward(model, X, ops.mish, lambda dY, Z, Y: ops.backprop_mish(dY, Z))
+
+
+# Thinc's module-level name for this layer's init(init_W, init_b, model, X=None, Y=None).
+init = _init_affine

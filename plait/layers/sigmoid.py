@@ -44,3 +44,8 @@ def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Call
     return _dense_forward(
         model, X, lambda Z: ops.sigmoid(Z, inplace=True), lambda dY, Z, Y: ops.backprop_sigmoid(dY, Y)
     )
+
+
+# Thinc's module-level name for this layer's init(init_W, init_b, model, X=None, Y=None): output
+# layers fill only the dims that are still unset.
+init = _init_affine_keep_dims

@@ -107,6 +107,11 @@ def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Call
     return Y, backprop
 
 
+def validate_temperature(temperature: Any) -> None:
+    """Raise ValueError unless `temperature` is a number > 0 (Thinc's module-level check)."""
+    _check_temperature(temperature, "Softmax")
+
+
 def _check_temperature(temperature: Any, where: str) -> None:
     if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
         raise TypeError(f"{where}: softmax temperature must be a number > 0, got {temperature!r}.")
@@ -115,3 +120,8 @@ def _check_temperature(temperature: Any, where: str) -> None:
             f"{where}: softmax temperature must not be zero or negative, got {temperature!r}. Use a "
             "temperature > 0 (1.0 leaves the logits as they are)."
         )
+
+
+# Thinc's module-level name for this layer's init(init_W, init_b, model, X=None, Y=None): output
+# layers fill only the dims that are still unset.
+init = _init_affine_keep_dims

@@ -63,3 +63,7 @@ def init(model: Model[InT, OutT], X: Optional[InT] = None, Y: Optional[OutT] = N
             layer.initialize(X=X)
     if model.layers[0].has_dim("nI"):
         model.set_dim("nI", model.layers[0].get_dim("nI"))
+
+
+# Thinc's module-level name for tuplify's forward function.
+tuplify_forward = forward
