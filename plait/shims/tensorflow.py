@@ -327,7 +327,8 @@ class TensorFlowShim(Shim):
 
 def _same_device(variable: Any, wanted: Any) -> bool:
     tf = _tf()
-    device = getattr(variable, "device", None) or ""
+    # A Keras 3 variable keeps its device on the TensorFlow variable it wraps (`.value`).
+    device = getattr(variable, "device", None) or getattr(getattr(variable, "value", None), "device", "")
     spec = tf.DeviceSpec.from_string(str(device))
     return (spec.device_type or "CPU").upper() == wanted.device_type.upper() and (
         spec.device_index or 0) == (wanted.device_index or 0)

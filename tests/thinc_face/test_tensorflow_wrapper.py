@@ -256,6 +256,18 @@ def test_to_cpu_keeps_the_weights(tf):
     numpy.testing.assert_array_equal(wrapped.predict(X), before)
 
 
+def test_to_device_keeps_a_model_already_there_and_needs_a_gpu(tf):
+    shim = TensorFlowWrapper(_keras_mlp(tf)).shims[0]
+    keras_model = shim._model
+    shim.to_device("cpu", -1)
+    assert shim._model is keras_model
+    if not tf.config.list_logical_devices("GPU"):
+        with pytest.raises(ValueError, match="no GPU"):
+            shim.to_device("gpu", 0)
+    with pytest.raises(ValueError, match="device type"):
+        shim.to_device("tpu", 0)
+
+
 def test_subclassed_models_need_keras_subclass(tf):
     class Undecorated(tf.keras.Model):
         def call(self, inputs):
