@@ -536,39 +536,62 @@ def _require_cupy(where: str) -> Any:
 
 
 def xp2torch(xp_tensor: ArrayXd, requires_grad: bool = False, device: Optional[Any] = None) -> Any:
-    """A torch tensor sharing memory with a numpy/cupy array where possible, moved to `device`
-    (default: get_torch_default_device())."""
+    """A torch tensor over the same memory as a numpy/cupy array (no copy), moved to `device`
+    (default: get_torch_default_device()); moving between CPU and GPU copies, of course."""
     assert_pytorch_installed()
     torch = _compat.torch
     if device is None:
         device = get_torch_default_device()
     if isinstance(xp_tensor, numpy.ndarray):
-        torch_tensor = torch.from_numpy(xp_tensor)
+        torch_tensor = _numpy2torch(torch, xp_tensor)
     elif hasattr(xp_tensor, "__dlpack__"):
         torch_tensor = torch.utils.dlpack.from_dlpack(xp_tensor)
     elif hasattr(xp_tensor, "toDlpack"):
         torch_tensor = torch.utils.dlpack.from_dlpack(xp_tensor.toDlpack())
     else:
-        torch_tensor = torch.from_numpy(numpy.asarray(xp_tensor))
+        torch_tensor = _numpy2torch(torch, numpy.asarray(xp_tensor))
     torch_tensor = torch_tensor.to(device)
     if requires_grad:
+        if not (torch_tensor.is_floating_point() or torch_tensor.is_complex()):
+            raise ValueError(
+                f"xp2torch: requires_grad=True needs a float array, got dtype {xp_tensor.dtype}. "
+                "Pass requires_grad=False for integer or boolean inputs."
+            )
         torch_tensor.requires_grad_()
     return torch_tensor
 
 
+def _numpy2torch(torch: Any, arr: numpy.ndarray) -> Any:
+    """torch.from_numpy, sharing memory; a copy only for layouts torch cannot view."""
+    # torch cannot view negative strides or non-native byte order; those need one copy.
+    if any(stride < 0 for stride in arr.strides) or not arr.dtype.isnative:
+        arr = numpy.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("="))
+    return torch.from_numpy(arr)
+
+
 def torch2xp(torch_tensor: Any, *, ops: Optional[Ops] = None) -> ArrayXd:
-    """A numpy or cupy array from a torch tensor: cupy when `ops` is a GPU backend, numpy for a CPU
-    backend; with `ops=None`, wherever the tensor lives."""
+    """A numpy or cupy array over a torch tensor's memory: cupy when `ops` is a GPU backend, numpy
+    for a CPU backend; with `ops=None`, wherever the tensor lives. Copies only across devices."""
     assert_pytorch_installed()
     torch = _compat.torch
+    if not is_torch_array(torch_tensor):
+        raise TypeError(f"torch2xp: expected a torch.Tensor, got {_describe(torch_tensor)}.")
     tensor = torch_tensor.detach()
+    if tensor.dtype == torch.bfloat16:
+        raise TypeError(
+            "torch2xp: bfloat16 tensors have no numpy/cupy dtype. Convert first with "
+            "tensor.float() (float32) or tensor.half() (float16)."
+        )
     on_gpu = is_torch_cuda_array(tensor)
     if _wants_numpy(ops, on_gpu):
         return tensor.cpu().numpy()
     cupy = _require_cupy("torch2xp")
-    if on_gpu:
-        return _compat.cupy_from_dlpack(torch.utils.dlpack.to_dlpack(tensor))
-    return cupy.asarray(tensor.cpu().numpy())
+    if not on_gpu:
+        return cupy.asarray(tensor.cpu().numpy())
+    if hasattr(cupy, "from_dlpack"):
+        # The __dlpack__ protocol: cupy keeps the tensor alive and syncs streams itself.
+        return cupy.from_dlpack(tensor)
+    return _compat.cupy_from_dlpack(torch.utils.dlpack.to_dlpack(tensor))
 
 
 def xp2tensorflow(xp_tensor: ArrayXd, requires_grad: bool = False, as_variable: bool = False) -> Any:
