@@ -19,13 +19,16 @@ from .link import Chain, ChainList, Link
 from .optimizer import GradientMethod, Optimizer
 from .variable import Variable
 from .function_set import FunctionSet
-from . import serializers  # noqa: E402
-from .serializers import AbstractSerializer, Deserializer, Serializer
+from . import serializer, serializers  # noqa: E402
+from .serializer import AbstractSerializer, Deserializer, Serializer
 from . import functions, links, optimizers  # noqa: E402
 from . import computational_graph, function_hooks, gradient_check  # noqa: E402
-from .functions.math import basic_math as _basic_math
+from .functions.math import basic_math  # noqa: E402
 
-_basic_math.install_variable_arithmetics()
+basic_math.install_variable_arithmetics()
+
+# The thread-local store of the hooks registered with `with hook:` (get_function_hooks).
+thread_local = function._local
 
 __version__ = "1.7.2"
 
@@ -35,5 +38,5 @@ __all__ = [
     "Serializer", "Deserializer", "cuda", "functions", "links", "optimizers", "optimizer",
     "serializers", "gradient_check", "utils", "function_hooks", "computational_graph",
     "no_backprop_mode", "force_backprop_mode", "set_debug", "is_debug", "DebugMode",
-    "get_function_hooks",
+    "get_function_hooks", "serializer", "basic_math", "thread_local",
 ]

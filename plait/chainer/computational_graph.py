@@ -4,7 +4,7 @@ from typing import Any, Iterable, List, Optional, Tuple
 from .function import Function
 from .variable import Variable
 
-__all__ = ["ComputationalGraph", "build_computational_graph"]
+__all__ = ["ComputationalGraph", "DotNode", "build_computational_graph"]
 
 
 def _dot_attrs(attrs: dict) -> str:
@@ -13,6 +13,22 @@ def _dot_attrs(attrs: dict) -> str:
         text = str(value).replace("\\", "\\\\").replace('"', '\\"')
         parts.append(f'{key}="{text}"')
     return ",".join(parts)
+
+
+class DotNode:
+    """One node (a Variable or a Function) of a graph, as a line of Graphviz dot."""
+
+    def __init__(self, node: Any) -> None:
+        if not isinstance(node, (Variable, Function)):
+            raise TypeError(f"DotNode: expected a Variable or a Function, got {type(node).__name__}.")
+        self.node = node
+        self.id_ = id(node)
+        self.attribute = {"label": node.label, "shape": "oval" if isinstance(node, Variable) else "box"}
+
+    @property
+    def label(self) -> str:
+        """The node's dot statement: `<id> [label="...",shape="..."];`."""
+        return f"{self.id_} [{_dot_attrs(self.attribute)}];"
 
 
 class ComputationalGraph:

@@ -17,7 +17,7 @@ from plait.chainer.links.connection.bilinear import Bilinear
 from plait.chainer.links.connection.embed_id import EmbedID
 from plait.chainer.links.connection.gru import GRU, StatefulGRU
 from plait.chainer.links.connection.lstm import LSTM
-from plait.chainer.links.connection.maxout import Maxout
+from plait.chainer.links.activation.maxout import Maxout
 from plait.chainer.links.normalization.batch_normalization import BatchNormalization
 
 from _env import CHAINER_PEER as PEER, chainer_peer_available as _peer_available  # noqa: E402

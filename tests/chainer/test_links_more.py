@@ -10,7 +10,7 @@ from plait.chainer.links.connection.bilinear import Bilinear
 from plait.chainer.links.connection.embed_id import EmbedID
 from plait.chainer.links.connection.gru import GRU, StatefulGRU
 from plait.chainer.links.connection.lstm import LSTM
-from plait.chainer.links.connection.maxout import Maxout
+from plait.chainer.links.activation.maxout import Maxout
 from plait.chainer.links.connection.parameter import Parameter
 from plait.chainer.links.normalization.batch_normalization import BatchNormalization
 

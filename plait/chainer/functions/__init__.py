@@ -11,6 +11,7 @@ from .connection.deconvolution_2d import Deconvolution2DFunction, deconvolution_
 from .connection.embed_id import EmbedIDFunction, embed_id
 from .connection.linear import LinearFunction, linear
 from .evaluation.accuracy import Accuracy, accuracy
+from .evaluation.binary_accuracy import BinaryAccuracy, binary_accuracy
 from .loss.mean_squared_error import MeanSquaredError, mean_squared_error
 from .loss.softmax_cross_entropy import SoftmaxCrossEntropy, softmax_cross_entropy
 from .math.exponential import Exp, Log, exp, log
@@ -46,6 +47,7 @@ from .loss.negative_sampling import NegativeSamplingFunction, negative_sampling
 from .math.batch_l2_norm_squared import BatchL2NormSquared, batch_l2_norm_squared
 from .math.batch_matmul import BatchMatMul, batch_matmul
 from .math.inv import BatchInv, Inv, batch_inv, inv
+from .math.det import BatchDet, batch_det, det
 from .math.minmax import Max, Min, max, min  # noqa: A004 - chainer's names
 from .noise.dropout import Dropout, dropout
 from .pooling.average_pooling_2d import AveragePooling2D, average_pooling_2d
@@ -67,6 +69,22 @@ from ..links.connection.parameter import Parameter  # noqa: E402
 from ..links.normalization.batch_normalization import BatchNormalization  # noqa: E402
 from ..links.loss.hierarchical_softmax import BinaryHierarchicalSoftmax  # noqa: E402
 from ..links.loss.negative_sampling import NegativeSampling  # noqa: E402
+from ..links.connection.inception import Inception  # noqa: E402
+from ..links.connection.inceptionbn import InceptionBN  # noqa: E402
+
+# Modules that Chainer 1.7.2 leaves reachable from here (`from chainer.functions import
+# basic_math`, `F.vae.gaussian_nll`); the others are shadowed by their function of the same name.
+from .loss import ctc, vae  # noqa: E402
+from .math import basic_math, det as _det_module, exponential, minmax, trigonometric  # noqa: E402
+from ..links.activation import prelu as links_prelu  # noqa: E402
+from ..links.connection import bilinear as links_bilinear  # noqa: E402
+from ..links.connection import convolution_2d as links_convolution_2d  # noqa: E402
+from ..links.connection import embed_id as links_embed_id  # noqa: E402
+from ..links.connection import inception, inceptionbn, parameter  # noqa: E402
+from ..links.connection import linear as links_linear  # noqa: E402
+from ..links.loss import hierarchical_softmax  # noqa: E402
+from ..links.loss import negative_sampling as links_negative_sampling  # noqa: E402
+from ..links.normalization import batch_normalization as links_batch_normalization  # noqa: E402
 
 __all__ = [
     "LeakyReLU", "leaky_relu", "LogSoftmax", "log_softmax", "ReLU", "relu", "Sigmoid",
@@ -95,5 +113,6 @@ __all__ = [
     "local_response_normalization",
     "ConnectionistTemporalClassification", "connectionist_temporal_classification",
     "BinaryHierarchicalSoftmaxFunction", "NegativeSamplingFunction", "negative_sampling",
-    "BinaryHierarchicalSoftmax", "NegativeSampling",
+    "BinaryHierarchicalSoftmax", "NegativeSampling", "BatchDet", "batch_det", "det",
+    "BinaryAccuracy", "binary_accuracy", "Inception", "InceptionBN",
 ]

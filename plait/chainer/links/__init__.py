@@ -1,4 +1,15 @@
 """Links with parameters (chainer.links)."""
+from .activation import maxout, prelu
+from .connection import (
+    bilinear, convolution_2d, deconvolution_2d, embed_id, gru, inception, inceptionbn, linear,
+    lstm, mlp_convolution_2d, parameter,
+)
+from .loss import hierarchical_softmax, negative_sampling
+from .model import classifier
+from .normalization import batch_normalization
+from . import caffe  # noqa: F401 - chainer.links.caffe (unavailable on Python 3, as in 1.7.2)
+
+from .activation.maxout import Maxout
 from .activation.prelu import PReLU
 from .connection.bilinear import Bilinear
 from .connection.convolution_2d import Convolution2D
@@ -9,7 +20,6 @@ from .connection.inception import Inception
 from .connection.inceptionbn import InceptionBN
 from .connection.linear import Linear
 from .connection.lstm import LSTM
-from .connection.maxout import Maxout
 from .connection.mlp_convolution_2d import MLPConvolution2D
 from .connection.parameter import Parameter
 from .loss.hierarchical_softmax import BinaryHierarchicalSoftmax

@@ -6,21 +6,47 @@ from typing import Any
 import numpy
 
 from ...util import is_cupy_array
-from . import Deserializer, Serializer
+from ..serializer import Deserializer, Serializer
 from .npz import _restore
 
 __all__ = ["HDF5Serializer", "HDF5Deserializer", "save_hdf5", "load_hdf5"]
 
 
-def _h5py() -> Any:
-    try:
-        import h5py
-    except ImportError:
-        raise ImportError(
+def _load_h5py() -> Any:
+    # h5py is optional and slow to import, so it is imported on first use, not with the face;
+    # `_available` and `h5py` then become ordinary module globals (mock.patch can set them).
+    g = globals()
+    if "_available" not in g:
+        try:
+            import h5py as module
+        except ImportError:
+            module = None
+        g.setdefault("h5py", module)
+        g["_available"] = module is not None
+    return g.get("h5py")
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("_available", "h5py"):
+        _load_h5py()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _check_available() -> None:
+    """Raise RuntimeError (as Chainer does) when h5py is not installed."""
+    _load_h5py()
+    if not globals()["_available"]:
+        raise RuntimeError(
             "plait.chainer.serializers: HDF5 files need the optional 'h5py' package, which is "
-            "not installed. Install it (pip install h5py), or use save_npz/load_npz instead."
-        ) from None
-    return h5py
+            "not installed. Install it (pip install h5py, or plait's 'hdf5' extra), or use "
+            "save_npz/load_npz instead."
+        )
+
+
+def _h5py() -> Any:
+    _check_available()
+    return globals()["h5py"]
 
 
 class HDF5Serializer(Serializer):

@@ -6,7 +6,7 @@ from typing import Any, Optional
 import numpy
 
 from ...util import is_cupy_array
-from . import Deserializer, Serializer
+from ..serializer import Deserializer, Serializer
 
 __all__ = ["DictionarySerializer", "NpzDeserializer", "save_npz", "load_npz"]
 

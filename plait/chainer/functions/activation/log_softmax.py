@@ -10,6 +10,13 @@ def _log_softmax(x: Any) -> Any:
     return utils.force_array(cuda._ops_for(x).log_softmax(x, axis=1))
 
 
+def logsumexp(x: Any) -> Any:
+    """log(sum(exp(x), axis=1)) of an array, keeping axis 1 (nB, nC, ...) -> (nB, 1, ...)."""
+    xp = cuda.get_array_module(x)
+    m = x.max(axis=1, keepdims=True)
+    return xp.log(xp.exp(x - m).sum(axis=1, keepdims=True)) + m
+
+
 class LogSoftmax(function.Function):
     """Log-softmax along axis 1. (nB, nC, ...) -> (nB, nC, ...)"""
 

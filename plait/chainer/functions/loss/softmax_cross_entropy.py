@@ -5,7 +5,12 @@ import numpy
 
 from ... import cuda, function
 from ...utils import type_check
-from ..activation.log_softmax import _log_softmax
+from ..activation.log_softmax import _log_softmax, logsumexp  # noqa: F401 - chainer's helper
+
+
+def softmax_log(x: Any, use_cudnn: bool = True) -> Any:
+    """log(softmax(x)) along axis 1 of an array (the helper of Chainer's module of this name)."""
+    return _log_softmax(x)
 
 
 class SoftmaxCrossEntropy(function.Function):

@@ -60,3 +60,6 @@ class MatMul(function.Function):
 def matmul(a: Any, b: Any, transa: bool = False, transb: bool = False) -> Any:
     """a @ b as 2-D matrices, with a 1-D array (N,) read as an (N, 1) matrix."""
     return MatMul(transa, transb)(a, b)
+
+
+from .batch_matmul import BatchMatMul, batch_matmul  # noqa: E402,F401 - chainer keeps them here

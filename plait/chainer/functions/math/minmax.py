@@ -61,6 +61,9 @@ class _Extremum(function.Function):
         return utils.force_array(gy * (x == y)),
 
 
+SelectorBase = _Extremum
+
+
 class Max(_Extremum):
     """(any shape) -> the shape without the reduced axes (kept as 1 with keepdims)"""
 

@@ -6,7 +6,7 @@ import numpy
 
 from ... import link
 from ...functions.activation import maxout as _maxout
-from . import linear as _linear
+from ..connection import linear as _linear
 
 
 class Maxout(link.Chain):

@@ -9,6 +9,35 @@ from ...functions.loss import hierarchical_softmax as _hsm
 from ..connection import _weights as _w
 
 
+BinaryHierarchicalSoftmaxFunction = _hsm.BinaryHierarchicalSoftmaxFunction
+
+
+class TreeParser:
+    """Each leaf's path through a tree of nested 2-tuples: the internal node IDs (pre-order)
+    and the codes (+1 left, -1 right) on the way down."""
+
+    def __init__(self) -> None:
+        self.next_id = 0
+        self.paths: dict = {}
+        self.codes: dict = {}
+
+    def size(self) -> int:
+        """The number of internal nodes of the last parsed tree."""
+        return self.next_id
+
+    def get_paths(self) -> dict:
+        return self.paths
+
+    def get_codes(self) -> dict:
+        return self.codes
+
+    def parse(self, tree: Any) -> None:
+        found: dict = {}
+        self.next_id = _hsm._walk(tree, found)
+        self.paths = {w: numpy.array(nodes, dtype=numpy.int32) for w, (nodes, _) in found.items()}
+        self.codes = {w: numpy.array(signs, dtype=numpy.float32) for w, (_, signs) in found.items()}
+
+
 class BinaryHierarchicalSoftmax(link.Link):
     """Hierarchical softmax loss over a binary tree of word IDs. x (nB, in_size), t (nB,) -> ()
 
