@@ -55,22 +55,32 @@ def LSTM(
 def PyTorchLSTM(
     nO: int, nI: int, *, bi: bool = False, depth: int = 1, dropout: float = 0.0
 ) -> Model[Padded, Padded]:
-    """torch.nn.LSTM wrapped as a Padded -> Padded layer (needs PyTorch and plait's wrappers)."""
+    """torch.nn.LSTM wrapped as a Padded -> Padded layer: Padded (nL, nB, nI) -> (nL, nB, nO).
+
+    With bi=True each direction has nO // 2 units. Unlike LSTM, the torch module also runs
+    over the padding (as in Thinc), which changes a right-to-left direction's output for
+    sequences shorter than the batch's longest. depth=0 gives noop().
+    """
     if depth == 0:
         return noop()  # type: ignore[return-value]
-    try:
-        from .pytorchwrapper import PyTorchRNNWrapper
-        from .with_padded import with_padded
-    except ImportError as err:
-        raise NotImplementedError(
-            "PyTorchLSTM needs plait.layers.pytorchwrapper.PyTorchRNNWrapper and "
-            f"plait.layers.with_padded.with_padded, which are not available yet ({err}). "
-            "Use LSTM(nO, nI, bi=..., depth=...) instead, which needs no PyTorch."
-        ) from err
-    import torch.nn
+    from .. import compat
+
+    if not compat.has_torch:
+        raise ImportError(
+            "PyTorchLSTM needs PyTorch, which is not installed (or is switched off with "
+            "PLAIT_NO_TORCH). Install it with `pip install torch`, or use LSTM(nO, nI, bi=..., "
+            "depth=...), which needs no PyTorch."
+        )
+    if bi and nO % 2:
+        raise ValueError(
+            f"Cannot create PyTorchLSTM: a bidirectional LSTM splits nO between its two directions, "
+            f"so nO must be even, got nO={nO}."
+        )
+    from .pytorchwrapper import PyTorchRNNWrapper
+    from .with_padded import with_padded
 
     nH = nO // 2 if bi else nO
-    rnn = PyTorchRNNWrapper(torch.nn.LSTM(nI, nH, depth, bidirectional=bi, dropout=dropout))
+    rnn = PyTorchRNNWrapper(compat.torch.nn.LSTM(nI, nH, depth, bidirectional=bi, dropout=dropout))
     rnn.set_dim("nO", nO)
     rnn.set_dim("nI", nI)
     return with_padded(rnn)

@@ -756,17 +756,24 @@ def test_with_array_from_config():
         lambda: PyTorchWrapper_v2(object(), mixed_precision=True),
         lambda: PyTorchWrapper_v3(object()),
         lambda: PyTorchRNNWrapper(object()),
-        lambda: TorchScriptWrapper_v1(),
-        lambda: pytorch_to_torchscript_wrapper(Linear(2, 2)),
         lambda: PyTorchShim(object()),
-        lambda: TorchScriptShim(None),
-        lambda: PyTorchGradScaler(),
-        lambda: registry.resolve({"m": {"@layers": "PyTorchWrapper.v1", "pytorch_model": None}}),
+        lambda: TorchScriptShim(object()),
     ],
 )
-def test_framework_wrappers_fail_clearly(call):
-    with pytest.raises(NotImplementedError, match="(PyTorch|TensorFlow|MXNet) models is not implemented yet in plait"):
+def test_pytorch_wrappers_reject_what_is_not_a_module(call):
+    pytest.importorskip("torch")
+    with pytest.raises(TypeError, match="expected a torch"):
         call()
+
+
+def test_pytorch_wrappers_build_placeholders_and_refuse_plain_models():
+    pytest.importorskip("torch")
+    # A None module is a placeholder to from_bytes into, as in Thinc.
+    assert registry.resolve({"m": {"@layers": "PyTorchWrapper.v1", "pytorch_model": None}})["m"].name == "pytorch"
+    assert TorchScriptWrapper_v1().name == "pytorch_script"
+    assert PyTorchGradScaler().found_inf is False
+    with pytest.raises(ValueError, match="PyTorchShim"):
+        pytorch_to_torchscript_wrapper(Linear(2, 2))
 
 
 def test_shim_classes_and_keras_registry():

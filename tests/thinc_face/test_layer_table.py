@@ -6,6 +6,7 @@ layer cannot be registered without being exercised here.
 """
 from __future__ import annotations
 
+import importlib.util
 from typing import Any, Callable, Dict, List, Optional
 
 import numpy
@@ -50,6 +51,9 @@ def _ints1d(n=nB, high=20):
 
 def _ints2d(n=nB, cols=2, high=20):
     return rng.integers(0, high, (n, cols)).astype("uint64")
+
+
+_HAS_TORCH = importlib.util.find_spec("torch") is not None
 
 
 def _layer(name: str, **args: Any) -> Dict[str, Any]:
@@ -107,7 +111,9 @@ TABLE: Dict[str, tuple] = {
     "ParametricAttention.v1": ({"nO": nI}, _ragged, {"split": "ragged", "grad": True}),
     "ParametricAttention.v2": ({"nO": nI, "key_transform": _layer("Gelu.v1", nO=nI, nI=nI)}, _ragged, {"split": "ragged", "grad": True}),
     "LSTM.v1": ({"nO": nO, "nI": nI}, _padded, {"split": "padded", "grad": True}),
-    "PyTorchLSTM.v1": ({"nO": nO, "nI": nI}, _padded, {"skip": "framework wrappers are a later issue"}),
+    # Its weights live in torch (no plait params to check here); tests/thinc_face/test_pytorch_wrapper.py
+    # checks its gradients numerically.
+    "PyTorchLSTM.v1": ({"nO": nO, "nI": nI}, _padded, {"split": "padded"} if _HAS_TORCH else {"skip": "needs PyTorch"}),
     "expand_window.v1": ({"window_size": 1}, _f2, {"split": None}),
     "reduce_first.v1": ({}, _ragged, {"split": "ragged"}),
     "reduce_last.v1": ({}, _ragged, {"split": "ragged"}),
@@ -152,10 +158,10 @@ TABLE: Dict[str, tuple] = {
     "with_reshape.v1": ({"layer": _relu(nI)}, lambda: rng.uniform(-1, 1, (nB, 3, nI)).astype("f"), {"split": "rows", "grad": True}),
     "with_cpu.v1": ({"layer": _relu(), "ops": {"@ops": "NumpyOps"}}, _f2, {"split": "rows", "grad": True}),
     # --- framework wrappers (a later issue) -------------------------------------------------
-    "PyTorchWrapper.v1": ({}, _f2, {"skip": "framework wrappers are a later issue"}),
-    "PyTorchWrapper.v2": ({}, _f2, {"skip": "framework wrappers are a later issue"}),
-    "PyTorchWrapper.v3": ({}, _f2, {"skip": "framework wrappers are a later issue"}),
-    "PyTorchRNNWrapper.v1": ({}, _f2, {"skip": "framework wrappers are a later issue"}),
+    "PyTorchWrapper.v1": ({}, _f2, {"skip": "wraps a torch module, which a config cannot build (see test_pytorch_wrapper.py)"}),
+    "PyTorchWrapper.v2": ({}, _f2, {"skip": "wraps a torch module, which a config cannot build (see test_pytorch_wrapper.py)"}),
+    "PyTorchWrapper.v3": ({}, _f2, {"skip": "wraps a torch module, which a config cannot build (see test_pytorch_wrapper.py)"}),
+    "PyTorchRNNWrapper.v1": ({}, _f2, {"skip": "wraps a torch module, which a config cannot build (see test_pytorch_wrapper.py)"}),
     "MXNetWrapper.v1": ({}, _f2, {"skip": "framework wrappers are a later issue"}),
 }
 

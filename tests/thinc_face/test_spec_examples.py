@@ -279,10 +279,21 @@ def test_with_debug_example(capsys):
     assert "X: <class 'NoneType'>" in capsys.readouterr().out
 
 
-def test_pytorch_wrapper_sketch_reports_missing_support():
-    # The wrappers section's snippet sketches PyTorchWrapper's internals; wrapping
-    # framework models is a later issue, so building one must fail clearly, not silently.
+def test_pytorch_wrapper_sketch():
+    # The wrappers section's snippet: convert_inputs, the shim, convert_outputs, and the
+    # three callbacks in reverse for the backward pass.
+    torch = pytest.importorskip("torch")
     from plait.api import PyTorchWrapper
 
-    with pytest.raises((NotImplementedError, ImportError), match="(?i)pytorch|torch"):
-        PyTorchWrapper(object())
+    module = torch.nn.Linear(3, 2)
+    model = PyTorchWrapper(module)
+    X = uniform((4, 3))
+    is_train = True
+    Xtorch, get_dX = model.attrs["convert_inputs"](model, X, is_train)
+    Ytorch, torch_backprop = model.shims[0](Xtorch, is_train)
+    Y, get_dYtorch = model.attrs["convert_outputs"](model, (X, Ytorch), is_train)
+    dX = get_dX(torch_backprop(get_dYtorch(numpy.ones_like(Y))))
+    W = module.weight.detach().numpy()
+    numpy.testing.assert_allclose(Y, X @ W.T + module.bias.detach().numpy(), rtol=1e-5, atol=1e-6)
+    numpy.testing.assert_allclose(dX, numpy.ones((4, 2), dtype="f") @ W, rtol=1e-5, atol=1e-6)
+    numpy.testing.assert_allclose(model.predict(X), Y, rtol=1e-6)
