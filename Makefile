@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.plait-installed
-SOURCES := pyproject.toml setup.py $(shell find plait -name '*.pyx' -o -name '*.pxd' 2>/dev/null)
+SOURCES := pyproject.toml setup.py plait-aliases.pth $(shell find plait -name '*.pyx' -o -name '*.pxd' 2>/dev/null)
 
 .PHONY: test demo install clean gpu-test bench chainer-peer
 
@@ -17,6 +17,9 @@ TORCH_WHEELS ?= /opt/wheels
 
 $(STAMP): $(PY) $(SOURCES)
 	$(PY) -m pip install --quiet -e '.[test,peers,plot]'
+	@# An editable install leaves out the interpreter-start hook of the opt-in aliases
+	@# (PLAIT_AS_THINC=1, PLAIT_AS_CHAINER=1); a wheel carries it (setup.py).
+	$(PY) -c "import shutil, sysconfig; shutil.copy('plait-aliases.pth', sysconfig.get_paths()['purelib'])"
 	@if ls $(TORCH_WHEELS)/torch-2.13.0+cpu-*.whl >/dev/null 2>&1; then \
 		$(PY) -m pip install --quiet --find-links $(TORCH_WHEELS) 'torch==2.13.0'; \
 	else echo "plait: no local CPU torch wheel in $(TORCH_WHEELS); torch interop tests will skip"; fi

@@ -8,6 +8,7 @@ import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).parent
 
@@ -39,6 +40,25 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
+# The interpreter-start hook of the opt-in aliases (plait/_alias.py). It runs at every start of
+# Python in the environment, so it only reads two environment variables unless one is set.
+# Editable installs do not take it from the build: `make install` copies it (see the Makefile).
+PTH_NAME = "plait-aliases.pth"
+
+
+class BuildPy(build_py):
+    """Also writes plait-aliases.pth to the root of the build, so it lands in site-packages."""
+
+    def run(self):
+        super().run()
+        target = Path(self.build_lib) / PTH_NAME
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text((ROOT / PTH_NAME).read_text())
+
+    def get_outputs(self, include_bytecode=True):
+        return list(super().get_outputs(include_bytecode)) + [str(Path(self.build_lib) / PTH_NAME)]
+
+
 def _extensions():
     exts = []
     for pyx in sorted((ROOT / "plait").rglob("*.pyx")):
@@ -63,4 +83,4 @@ def _extensions():
     )
 
 
-setup(ext_modules=_extensions(), cmdclass={"build_ext": BuildExt})
+setup(ext_modules=_extensions(), cmdclass={"build_ext": BuildExt, "build_py": BuildPy})

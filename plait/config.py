@@ -34,8 +34,32 @@ def _load_builtins() -> None:
         importlib.import_module(f"{__package__}.{name}")
 
 
+# Entry-point groups are "<prefix>_<registry>": "plait_layers", and also "thinc_layers" once
+# plait serves `thinc` (plait.thinc_alias), so that packages registering functions for Thinc
+# through entry points (spacy-legacy, for one) are found.
+_ENTRY_POINT_PREFIXES: List[str] = [_NAMESPACE]
+
+
+def _use_thinc_entry_points() -> None:
+    """Also read Thinc's entry-point groups (called when plait.thinc_alias is installed)."""
+    if "thinc" not in _ENTRY_POINT_PREFIXES:
+        _ENTRY_POINT_PREFIXES.append("thinc")
+
+
 class _Registry(catalogue.Registry):
     """A catalogue registry that loads plait's built-in entries before any lookup."""
+
+    def _get_entry_points(self) -> List[Any]:
+        kind = self.namespace[-1]
+        found: List[Any] = []
+        for prefix in _ENTRY_POINT_PREFIXES:
+            group = f"{prefix}_{kind}"
+            available = catalogue.AVAILABLE_ENTRY_POINTS
+            if hasattr(available, "select"):
+                found.extend(available.select(group=group))
+            else:  # pragma: no cover - older importlib.metadata
+                found.extend(available.get(group, []))
+        return found
 
     def __contains__(self, name: str) -> bool:
         _load_builtins()

@@ -1,0 +1,52 @@
+"""Serve `thinc` from plait: after `install()`, `import thinc.api` gives `plait.api`.
+
+For spaCy and other code written for Thinc 8.3, which install thinc as a dependency. Three ways
+to switch it on (see plait/_alias.py):
+
+    import plait.thinc_alias; plait.thinc_alias.install()    # first thing, before thinc is imported
+    PLAIT_AS_THINC=1 spacy train config.cfg ...               # any process, workers included
+    python -m plait.thinc_alias spacy train config.cfg ...
+
+Under the alias, functions that packages register through Thinc's entry-point groups
+(`thinc_layers`, `thinc_optimizers`, ...) are found in plait's registries too.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+from . import _alias
+
+ALIAS = _alias.register(
+    _alias.Alias(
+        "thinc",
+        "plait",
+        "PLAIT_AS_THINC",
+        # plait's other faces and its own tools are not part of thinc's package.
+        excluded=("chainer", "chainermn", "neon", "cli", "datasets", "demo", "thinc_alias", "chainer_alias"),
+        on_install=("plait.config:_use_thinc_entry_points",),
+    )
+)
+
+AliasError = _alias.AliasError
+
+
+def install() -> None:
+    """Serve `thinc` and `thinc.*` imports from plait in this process."""
+    ALIAS.install()
+
+
+def uninstall() -> None:
+    """Stop serving `thinc` from plait (modules already imported stay as they are)."""
+    ALIAS.uninstall()
+
+
+def is_installed() -> bool:
+    return ALIAS.is_installed()
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    return ALIAS.main(argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
