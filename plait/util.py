@@ -500,7 +500,10 @@ def assert_tensorflow_installed() -> None:
     if _compat.has_tensorflow:
         return
     if not _installed("tensorflow"):
-        raise ImportError("TensorFlow support requires tensorflow: pip install tensorflow")
+        raise ImportError(
+            "TensorFlow support requires tensorflow (2.18 or newer, built for numpy 2): "
+            "pip install 'plait[tensorflow]'"
+        )
     raise ImportError(
         "TensorFlow is installed but not enabled: call plait.compat.enable_tensorflow() "
         "(also importable as plait.api.enable_tensorflow) first."

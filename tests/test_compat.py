@@ -221,7 +221,7 @@ def test_tensorflow_and_mxnet_off_until_enabled():
 
 @pytest.mark.skipif(_installed("tensorflow"), reason="tensorflow is installed")
 def test_enable_tensorflow_without_tensorflow_names_the_package():
-    with pytest.raises(ImportError, match="pip install tensorflow"):
+    with pytest.raises(ImportError, match=r"pip install .plait\[tensorflow\]"):
         compat.enable_tensorflow()
     assert compat.has_tensorflow is False and compat.tensorflow is None
 

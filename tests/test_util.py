@@ -407,7 +407,7 @@ def test_tensorflow_helpers_without_tensorflow():
         lambda: util.xp2tensorflow(numpy.zeros(2)),
         lambda: util.tensorflow2xp(object()),
     ):
-        with pytest.raises(ImportError, match="pip install tensorflow"):
+        with pytest.raises(ImportError, match=r"pip install .plait\[tensorflow\]"):
             call()
 
 
