@@ -264,7 +264,7 @@ def enable_tensorflow() -> None:
     except ImportError as err:
         raise ImportError(
             "enable_tensorflow() could not import tensorflow: "
-            f"{err}. Install it with `pip install tensorflow`."
+            f"{err}. Install it with `pip install 'plait[tensorflow]'` (TensorFlow 2.18 or newer, built for numpy 2)."
         ) from err
     tensorflow = tf
     has_tensorflow = True
