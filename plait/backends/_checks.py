@@ -1,5 +1,5 @@
 """Argument validation shared by every backend, so that all of them fail with the same messages."""
-from typing import Any, Optional, Tuple
+from typing import Any, Optional, Tuple, Type
 
 
 def describe(X: Any) -> str:
@@ -55,28 +55,58 @@ def check_same_shape(fn: str, name1: str, X1: Any, name2: str, X2: Any) -> None:
 
 
 def check_lengths(
-    fn: str, lengths: Any, n_rows: Optional[int], *, allow_zero: bool, X_name: str = "X"
+    fn: str,
+    lengths: Any,
+    n_rows: Optional[int],
+    *,
+    allow_zero: bool,
+    X_name: str = "X",
+    exact: bool = True,
+    mismatch: Type[Exception] = ValueError,
 ) -> Tuple[int, ...]:
-    """Validate sequence lengths against the number of rows they describe; returns them as Python ints."""
+    """Validate sequence lengths against the number of rows they describe; returns them as Python ints.
+
+    exact=True: the lengths must sum to n_rows; every length is checked before the sum, and a
+    wrong sum raises `mismatch`. exact=False (Thinc's ragged reductions): the sequences cover the
+    first rows of X and the rows past them are ignored; the lengths are read in order and the
+    first one that is negative (ValueError) or runs past n_rows (`mismatch`) raises, as in Thinc.
+    n_rows=None checks the values only.
+    """
     check_array(fn, "lengths", lengths, ndim=1, kind="i")
     values = tuple(int(v) for v in _host(lengths))
-    negative = [v for v in values if v < 0]
-    if negative:
-        raise ValueError(
-            f"Ops.{fn}: all sequence lengths must be >= 0, got {negative[0]} in 'lengths'."
-        )
-    if not allow_zero and 0 in values:
-        raise ValueError(
-            f"Ops.{fn}: all sequence lengths must be > 0, but 'lengths' has a zero at index "
-            f"{values.index(0)}: this reduction is undefined for empty sequences. "
-            f"Drop the empty sequences or use reduce_sum/reduce_mean, which map them to zeros."
-        )
-    if n_rows is not None and sum(values) != n_rows:
-        raise ValueError(
-            f"Ops.{fn}: 'lengths' must sum to the number of rows of '{X_name}' ({n_rows}), "
-            f"got sum {sum(values)} from {len(values)} lengths."
-        )
+    if exact or n_rows is None:
+        for i, v in enumerate(values):
+            _check_length(fn, i, v, allow_zero)
+        if n_rows is not None and sum(values) != n_rows:
+            raise mismatch(
+                f"Ops.{fn}: lengths must sum up to the number of rows of '{X_name}' ({n_rows}), "
+                f"got sum {sum(values)} from {len(values)} lengths. Pass one length per sequence "
+                f"of '{X_name}'."
+            )
+        return values
+    total = 0
+    for i, v in enumerate(values):
+        _check_length(fn, i, v, allow_zero)
+        total += v
+        if total > n_rows:
+            raise mismatch(
+                f"Ops.{fn}: lengths must sum up to the number of rows of '{X_name}' ({n_rows}) or "
+                f"fewer, but lengths[:{i + 1}] already sum to {total} (of {sum(values)} in "
+                f"{len(values)} lengths). Pass one length per sequence of '{X_name}'."
+            )
     return values
+
+
+def _check_length(fn: str, i: int, v: int, allow_zero: bool) -> None:
+    if v < 0 or (v == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        hint = (
+            "" if allow_zero else ": this reduction is undefined for empty sequences. Drop the "
+            "empty sequences or use reduce_sum/reduce_mean, which map them to zeros"
+        )
+        raise ValueError(
+            f"Ops.{fn}: all sequence lengths must be {bound}, got {v} at index {i} of 'lengths'{hint}."
+        )
 
 
 def _host(X: Any) -> Any:

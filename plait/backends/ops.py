@@ -919,16 +919,24 @@ class Ops(ConvOps):
         check_array("backprop_maxout", "dY", dY, ndim=2, kind="f")
         check_array("backprop_maxout", "which", which, ndim=2, kind="i")
         check_same_shape("backprop_maxout", "dY", dY, "which", which)
-        if P < 1:
-            raise ValueError(f"Ops.backprop_maxout: 'P' must be >= 1, got {P}.")
+        if not isinstance(P, (int, numpy.integer)) or isinstance(P, bool):
+            raise TypeError(f"Ops.backprop_maxout: 'P' must be an int, got {type(P).__name__} {P!r}.")
+        if P < 0:
+            raise ValueError(f"Ops.backprop_maxout: 'P' must be >= 0, got {P}.")
         xp = self.xp
-        if which.size and (int(which.min()) < 0 or int(which.max()) >= P):
-            raise ValueError(
-                f"Ops.backprop_maxout: 'which' holds values outside 0..{P - 1}: "
-                f"min {int(which.min())}, max {int(which.max())}."
-            )
+        if which.size:
+            bad = (which < 0) | (which >= P)
+            if bool(bad.any()):
+                # NOTE: negative winners are refused too: numpy would wrap them, Thinc's
+                # compiled kernel writes outside the output.
+                b, o = (int(v) for v in numpy.argwhere(self.to_numpy(bad))[0])
+                raise IndexError(
+                    f"Ops.backprop_maxout: index {int(which[b, o])} in 'which' (at [{b}, {o}]) is "
+                    f"out of bounds for maxout with P={P} pieces; each winner must lie in "
+                    f"0..{P - 1}, as maxout returns them."
+                )
         dX = xp.zeros(tuple(dY.shape) + (P,), dtype=dY.dtype)
-        flat = dX.reshape((-1, P))
+        flat = dX.reshape((dY.size, P))
         flat[xp.arange(flat.shape[0]), which.reshape(-1)] = dY.reshape(-1)
         return dX
 
@@ -1244,17 +1252,51 @@ class Ops(ConvOps):
         seg = numpy.repeat(numpy.arange(lens.size, dtype="int64"), lens)
         return xp.asarray(seg), xp.asarray(starts.astype("int64"))
 
+    # NOTE: as in Thinc, the sum/mean/max reductions read the first sum(lengths) rows of X and
+    # ignore any rows after them, while reduce_first/reduce_last need lengths that cover X
+    # exactly; lengths that run past X raise IndexError, and the backprops take one length per
+    # leading row of their gradient. Each reads index arrays only inside their bounds.
+
+    def _covered_rows(self, fn: str, X: Floats2d, lengths: Ints1d, allow_zero: bool) -> Tuple[Any, Tuple[int, ...]]:
+        """The rows of X that `lengths` covers (a leading slice), and the lengths as ints."""
+        check_array(fn, "X", X, ndim=2, kind="f")
+        values = check_lengths(
+            fn, lengths, X.shape[0], allow_zero=allow_zero, exact=False, mismatch=IndexError
+        )
+        total = sum(values)
+        return (X if total == X.shape[0] else X[:total]), values
+
+    def _lead_rows(self, fn: str, name: str, dY: Any, values: Sequence[int]) -> Any:
+        """The first len(values) rows of dY, one per sequence; IndexError when dY has fewer."""
+        if dY.shape[0] < len(values):
+            raise IndexError(
+                f"Ops.{fn}: 'lengths' describes {len(values)} sequences but '{name}' has only "
+                f"{dY.shape[0]} rows ({describe(dY)}); pass one row of '{name}' per sequence."
+            )
+        return dY if dY.shape[0] == len(values) else dY[: len(values)]
+
+    def _first_or_last_lengths(self, fn: str, X: Floats2d, lengths: Ints1d) -> Tuple[int, ...]:
+        check_array(fn, "X", X, ndim=2, kind="f")
+        check_array(fn, "lengths", lengths, ndim=1, kind="i")
+        if lengths.shape[0] == 0:
+            # Thinc answers no sequences with no rows, whatever X holds.
+            return ()
+        return check_lengths(fn, lengths, X.shape[0], allow_zero=False, mismatch=IndexError)
+
     def reduce_first(self, X: Floats2d, lengths: Ints1d) -> Tuple[Floats2d, Ints1d]:
-        """The first row of each sequence, and the sequences' start/end offsets (len(lengths) + 1)."""
-        check_array("reduce_first", "X", X, ndim=2, kind="f")
-        values = check_lengths("reduce_first", lengths, X.shape[0], allow_zero=False)
+        """The first row of each sequence, and the sequences' start/end offsets (len(lengths) + 1; none for no sequences)."""
+        values = self._first_or_last_lengths("reduce_first", X, lengths)
+        if not values:
+            return self.alloc2f(0, X.shape[1], dtype=X.dtype), self.alloc1i(0)
         starts_ends = self.asarray1i(numpy.concatenate([[0], numpy.cumsum(values, dtype="int64")]))
         return X[starts_ends[:-1]], starts_ends
 
     def backprop_reduce_first(self, d_firsts: Floats2d, starts_ends: Ints1d) -> Floats2d:
+        """(nS, nO) and nS + 1 offsets -> (starts_ends[-1], nO); a single row of d_firsts is broadcast, as numpy (and Thinc) do."""
         check_array("backprop_reduce_first", "d_firsts", d_firsts, ndim=2, kind="f")
         check_array("backprop_reduce_first", "starts_ends", starts_ends, ndim=1, kind="i")
-        if starts_ends.shape[0] != d_firsts.shape[0] + 1:
+        n_starts = max(starts_ends.shape[0] - 1, 0)
+        if d_firsts.shape[0] != n_starts and not (d_firsts.shape[0] == 1 and n_starts):
             raise ValueError(
                 f"Ops.backprop_reduce_first: 'starts_ends' must have len(d_firsts) + 1 = "
                 f"{d_firsts.shape[0] + 1} entries, got {starts_ends.shape[0]}."
@@ -1266,15 +1308,17 @@ class Ops(ConvOps):
 
     def reduce_last(self, X: Floats2d, lengths: Ints1d) -> Tuple[Floats2d, Ints1d]:
         """The last row of each sequence, and those rows' indices."""
-        check_array("reduce_last", "X", X, ndim=2, kind="f")
-        values = check_lengths("reduce_last", lengths, X.shape[0], allow_zero=False)
+        values = self._first_or_last_lengths("reduce_last", X, lengths)
+        if not values:
+            return self.alloc2f(0, X.shape[1], dtype=X.dtype), self.alloc1i(0)
         lasts = self.asarray1i(numpy.cumsum(values, dtype="int64") - 1)
         return X[lasts], lasts
 
     def backprop_reduce_last(self, d_lasts: Floats2d, lasts: Ints1d) -> Floats2d:
+        """(nS, nO) and nS row indices -> (lasts[-1] + 1, nO); a single row of d_lasts is broadcast, as numpy (and Thinc) do."""
         check_array("backprop_reduce_last", "d_lasts", d_lasts, ndim=2, kind="f")
         check_array("backprop_reduce_last", "lasts", lasts, ndim=1, kind="i")
-        if lasts.shape[0] != d_lasts.shape[0]:
+        if lasts.shape[0] != d_lasts.shape[0] and not (d_lasts.shape[0] == 1 and lasts.shape[0]):
             raise ValueError(
                 f"Ops.backprop_reduce_last: 'lasts' must have one entry per row of 'd_lasts' "
                 f"({d_lasts.shape[0]}), got {lasts.shape[0]}."
@@ -1286,8 +1330,7 @@ class Ops(ConvOps):
 
     def reduce_sum(self, X: Floats2d, lengths: Ints1d) -> Floats2d:
         """Sum of each sequence's rows; empty sequences give zeros.  (nN, nO) -> (len(lengths), nO)"""
-        check_array("reduce_sum", "X", X, ndim=2, kind="f")
-        values = check_lengths("reduce_sum", lengths, X.shape[0], allow_zero=True)
+        X, values = self._covered_rows("reduce_sum", X, lengths, allow_zero=True)
         seg, _ = self._segments(values)
         Y = self.xp.zeros((len(values), X.shape[1]), dtype=X.dtype)
         self.xp.add.at(Y, seg, X)
@@ -1295,16 +1338,14 @@ class Ops(ConvOps):
 
     def reduce_mean(self, X: Floats2d, lengths: Ints1d) -> Floats2d:
         """Mean of each sequence's rows; empty sequences give zeros."""
-        check_array("reduce_mean", "X", X, ndim=2, kind="f")
+        X, values = self._covered_rows("reduce_mean", X, lengths, allow_zero=True)
         Y = self.reduce_sum(X, lengths)
-        values = check_lengths("reduce_mean", lengths, X.shape[0], allow_zero=True)
         Y /= self.xp.asarray(numpy.maximum(numpy.asarray(values, dtype=X.dtype), 1))[:, None]
         return Y
 
     def reduce_max(self, X: Floats2d, lengths: Ints1d) -> Tuple[Floats2d, Ints2d]:
         """Max of each sequence's rows per column, and the winning row's offset within its sequence."""
-        check_array("reduce_max", "X", X, ndim=2, kind="f")
-        values = check_lengths("reduce_max", lengths, X.shape[0], allow_zero=False)
+        X, values = self._covered_rows("reduce_max", X, lengths, allow_zero=False)
         xp = self.xp
         nB, nO = len(values), X.shape[1]
         if nB == 0:
@@ -1321,44 +1362,50 @@ class Ops(ConvOps):
         """Copy each sequence's gradient to all its rows."""
         check_array("backprop_reduce_sum", "d_sums", d_sums, ndim=2, kind="f")
         values = check_lengths("backprop_reduce_sum", lengths, None, allow_zero=True)
-        self._check_n_seqs("backprop_reduce_sum", "d_sums", d_sums, values)
+        d_sums = self._lead_rows("backprop_reduce_sum", "d_sums", d_sums, values)
         return self.xp.repeat(d_sums, self.xp.asarray(numpy.asarray(values, dtype="int64")), axis=0)
 
     def backprop_reduce_mean(self, d_means: Floats2d, lengths: Ints1d) -> Floats2d:
         """Copy each sequence's gradient, divided by its length, to all its rows."""
         check_array("backprop_reduce_mean", "d_means", d_means, ndim=2, kind="f")
         values = check_lengths("backprop_reduce_mean", lengths, None, allow_zero=True)
-        self._check_n_seqs("backprop_reduce_mean", "d_means", d_means, values)
+        d_means = self._lead_rows("backprop_reduce_mean", "d_means", d_means, values)
         lens = numpy.asarray(values, dtype="int64")
         scale = self.xp.asarray(1.0 / numpy.maximum(lens, 1)).astype(d_means.dtype)
         return self.xp.repeat(d_means * scale[:, None], self.xp.asarray(lens), axis=0)
 
     def backprop_reduce_max(self, d_maxes: Floats2d, which: Ints2d, lengths: Ints1d) -> Floats2d:
         """Route each gradient to the row that held the maximum."""
-        check_array("backprop_reduce_max", "d_maxes", d_maxes, ndim=2, kind="f")
-        check_array("backprop_reduce_max", "which", which, ndim=2, kind="i")
-        check_same_shape("backprop_reduce_max", "d_maxes", d_maxes, "which", which)
-        values = check_lengths("backprop_reduce_max", lengths, None, allow_zero=False)
-        self._check_n_seqs("backprop_reduce_max", "d_maxes", d_maxes, values)
+        fn = "backprop_reduce_max"
+        check_array(fn, "d_maxes", d_maxes, ndim=2, kind="f")
+        check_array(fn, "which", which, ndim=2, kind="i")
+        if which.shape[1] != d_maxes.shape[1]:
+            raise ValueError(
+                f"Ops.{fn}: 'which' must have one column per column of 'd_maxes' "
+                f"({d_maxes.shape[1]}), got {describe(which)}."
+            )
+        values = check_lengths(fn, lengths, None, allow_zero=False)
+        d_maxes = self._lead_rows(fn, "d_maxes", d_maxes, values)
+        which = self._lead_rows(fn, "which", which, values)
         xp = self.xp
         lens = xp.asarray(numpy.asarray(values, dtype="int64"))
-        if which.size and (bool((which < 0).any()) or bool((which >= lens[:, None]).any())):
-            raise ValueError(
-                "Ops.backprop_reduce_max: 'which' holds offsets outside their sequences "
-                f"(lengths {list(values)[:10]}...)."
-            )
+        if which.size:
+            bad = (which < 0) | (which >= lens[:, None])
+            if bool(bad.any()):
+                # NOTE: negative offsets are refused too: numpy would wrap them, Thinc's
+                # compiled kernel writes outside the output.
+                i, o = (int(v) for v in numpy.argwhere(self.to_numpy(bad))[0])
+                raise IndexError(
+                    f"Ops.{fn}: index {int(which[i, o])} in 'which' (row {i}, column {o}) is out "
+                    f"of bounds for sequence {i} of length {values[i]}; each offset must lie in "
+                    f"0..length-1, as reduce_max returns them."
+                )
         _, starts = self._segments(values)
         dX = xp.zeros((sum(values), d_maxes.shape[1]), dtype=d_maxes.dtype)
         rows = starts[:, None] + which.astype("int64")
         cols = xp.broadcast_to(xp.arange(d_maxes.shape[1]), which.shape)
         dX[rows, cols] = d_maxes
         return dX
-
-    def _check_n_seqs(self, fn: str, name: str, dY: Any, values: Sequence[int]) -> None:
-        if dY.shape[0] != len(values):
-            raise ValueError(
-                f"Ops.{fn}: '{name}' has {dY.shape[0]} rows but 'lengths' describes {len(values)} sequences."
-            )
 
     # ------------------------------------------------------------------ hashing and tables
 

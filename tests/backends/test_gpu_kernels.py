@@ -873,9 +873,9 @@ def test_cupy_ops_maxout_matches_reference(gops, ref, dtype):
     _same(which, which_ref, exact=True)
     dY = _rand(numpy.random.default_rng(1), best_ref.shape, dtype)
     _same(gops.backprop_maxout(_g(dY), which, 3), ref.backprop_maxout(dY, which_ref, 3), exact=True)
-    with pytest.raises(ValueError) as expected:
+    with pytest.raises(IndexError) as expected:
         ref.backprop_maxout(dY, which_ref, 2)
-    with pytest.raises(ValueError) as got:
+    with pytest.raises(IndexError) as got:
         gops.backprop_maxout(_g(dY), which, 2)
     assert str(got.value) == str(expected.value)
 
@@ -905,19 +905,35 @@ def test_cupy_ops_reductions_match_reference(gops, ref, dtype, lengths):
         _same(gops.backprop_reduce_max(_g(dS), which, _g(L)), ref.backprop_reduce_max(dS, which_ref, L), exact=True)
 
 
+def test_cupy_ops_reductions_ignore_rows_past_the_lengths_as_thinc(gops, ref):
+    rng = numpy.random.default_rng(5)
+    X = _rand(rng, (6, 3), "float32")
+    dS = _rand(rng, (4, 3), "float32")
+    L = numpy.asarray([1, 3], dtype="int32")
+    for op in ["reduce_sum", "reduce_mean", "backprop_reduce_sum", "backprop_reduce_mean"]:
+        arg = dS if op.startswith("backprop") else X
+        _same(getattr(gops, op)(_g(arg), _g(L)), getattr(ref, op)(arg, L))
+    M_ref, which_ref = ref.reduce_max(X, L)
+    M, which = gops.reduce_max(_g(X), _g(L))
+    _same(M, M_ref, exact=True)
+    _same(which, which_ref, exact=True)
+    which_more = numpy.concatenate([which_ref, numpy.zeros((2, 3), "int32")])
+    _same(gops.backprop_reduce_max(_g(dS), _g(which_more), _g(L)), ref.backprop_reduce_max(dS, which_more, L))
+
+
 def test_cupy_ops_reduction_errors_match_reference(gops, ref):
     X = numpy.ones((4, 2), dtype="float32")
     cases = [
-        ("reduce_sum", (X, numpy.asarray([1, 2], dtype="int32"))),
-        ("reduce_mean", (X, numpy.asarray([5, -1], dtype="int32"))),
+        ("reduce_sum", (X, numpy.asarray([3, 2], dtype="int32"))),
+        ("reduce_mean", (X, numpy.asarray([1, -1], dtype="int32"))),
         ("reduce_max", (X, numpy.asarray([4, 0], dtype="int32"))),
-        ("backprop_reduce_sum", (X, numpy.asarray([1, 1], dtype="int32"))),
+        ("backprop_reduce_sum", (X, numpy.asarray([1, 1, 1, 1, 1], dtype="int32"))),
         ("backprop_reduce_max", (X[:2], numpy.asarray([[0, 3], [0, 0]], dtype="int32"), numpy.asarray([2, 2], dtype="int32"))),
     ]
     for op, args in cases:
-        with pytest.raises((ValueError, TypeError)) as expected:
+        with pytest.raises((ValueError, TypeError, IndexError)) as expected:
             getattr(ref, op)(*args)
-        with pytest.raises((ValueError, TypeError)) as got:
+        with pytest.raises((ValueError, TypeError, IndexError)) as got:
             getattr(gops, op)(*[_g(a) for a in args])
         assert type(got.value) is type(expected.value), op
         assert str(got.value) == str(expected.value), op

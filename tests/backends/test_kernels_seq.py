@@ -94,6 +94,13 @@ def test_fast_cases_run_compiled():
     assert seq.backprop_reduce_max(dS, numpy.zeros((2, 2), "int32"), L) is not None
     assert seq.backprop_reduce_first(dS, numpy.array([0, 1, 3], "int32")) is not None
     assert seq.backprop_reduce_last(dS, numpy.array([0, 2], "int64")) is not None
+    # Thinc's reductions ignore rows past the last sequence (and gradient rows past the last length).
+    X_more, dS_more = numpy.ones((5, 2), "float32"), numpy.ones((3, 2), "float32")
+    for name in ("reduce_sum", "reduce_mean", "reduce_max"):
+        assert getattr(seq, name)(X_more, L) is not None, name
+    assert seq.backprop_reduce_sum(dS_more, L) is not None
+    assert seq.backprop_reduce_mean(dS_more, L) is not None
+    assert seq.backprop_reduce_max(dS_more, numpy.zeros((3, 2), "int32"), L) is not None
 
 
 # --- seq2col ---------------------------------------------------------------------------------
@@ -218,12 +225,13 @@ def test_maxout_nan_wins_like_argmax(P, R, threads, dtype, nP):
 @pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("reduction", ["sum", "mean"])
 @SETTINGS
-@given(lengths=lengths_st, **common)
-def test_reduce_sum_mean_equal_reference(P, R, threads, reduction, lengths, nO, dtype, ldtype, ties, seed):
+@given(lengths=lengths_st, extra=st.integers(0, 3), **common)
+def test_reduce_sum_mean_equal_reference(P, R, threads, reduction, lengths, extra, nO, dtype, ldtype, ties, seed):
+    # `extra` rows past the sequences, which Thinc's reductions (and so both backends) ignore.
     rng = numpy.random.default_rng(seed)
     L = numpy.asarray(lengths, dtype=ldtype)
-    X = values(rng, (int(L.sum()), nO), dtype, ties)
-    dS = values(rng, (len(lengths), nO), dtype, ties)
+    X = values(rng, (int(L.sum()) + extra, nO), dtype, ties)
+    dS = values(rng, (len(lengths) + extra, nO), dtype, ties)
     X0 = X.copy()
     with n_threads(threads):
         Y = getattr(P, f"reduce_{reduction}")(X, L)
@@ -263,19 +271,21 @@ def test_reduce_sum_mean_wide_rows_equal_reference(P, R, threads, dtype, nO):
 
 @pytest.mark.parametrize("threads", THREADS)
 @SETTINGS
-@given(lengths=pos_lengths_st, wdtype=st.sampled_from(["int32", "int64"]), **common)
-def test_reduce_max_equals_reference(P, R, threads, lengths, wdtype, nO, dtype, ldtype, ties, seed):
+@given(lengths=pos_lengths_st, extra=st.integers(0, 3), wdtype=st.sampled_from(["int32", "int64"]), **common)
+def test_reduce_max_equals_reference(P, R, threads, lengths, extra, wdtype, nO, dtype, ldtype, ties, seed):
+    # `extra` rows past the sequences, which Thinc's reductions (and so both backends) ignore.
     rng = numpy.random.default_rng(seed)
     L = numpy.asarray(lengths, dtype=ldtype)
-    X = values(rng, (int(L.sum()), nO), dtype, ties)
-    dS = values(rng, (len(lengths), nO), dtype, ties)
+    X = values(rng, (int(L.sum()) + extra, nO), dtype, ties)
+    dS = values(rng, (len(lengths) + extra, nO), dtype, ties)
     with n_threads(threads):
         Y, which = P.reduce_max(X, L)
-        dX = P.backprop_reduce_max(dS, which.astype(wdtype), L)
+        which_more = numpy.concatenate([which, numpy.zeros((extra, nO), which.dtype)]).astype(wdtype)
+        dX = P.backprop_reduce_max(dS, which_more, L)
     ref_Y, ref_which = R.reduce_max(X, L)
     assert_same(Y, ref_Y)
     assert_same(which, ref_which)
-    assert_same(dX, R.backprop_reduce_max(dS, ref_which.astype(wdtype), L))
+    assert_same(dX, R.backprop_reduce_max(dS, which_more, L))
 
 
 @pytest.mark.parametrize("threads", THREADS)
@@ -437,7 +447,12 @@ def _bad_calls():
     yield "backprop_maxout which < 0", "backprop_maxout", (dS, numpy.full((2, 3), -1, "int64"), 3), {}
     yield "backprop_maxout shapes", "backprop_maxout", (dS, numpy.zeros((3, 2), "int32"), 3), {}
     yield "backprop_maxout P", "backprop_maxout", (dS, numpy.zeros((2, 3), "int32"), 0), {}
-    yield "reduce_sum lengths sum", "reduce_sum", (X, numpy.array([1, 3], "int32")), {}
+    yield "reduce_sum lengths past X", "reduce_sum", (X, numpy.array([3, 3], "int32")), {}
+    yield "reduce_max lengths past X", "reduce_max", (X, numpy.array([6], "int64")), {}
+    yield "reduce_first lengths short of X", "reduce_first", (X, numpy.array([1, 3], "int32")), {}
+    yield "backprop_reduce_mean more lengths than rows", "backprop_reduce_mean", (dS, numpy.array([1, 2, 2], "int64")), {}
+    yield "backprop_reduce_max which rows", "backprop_reduce_max", (dS, numpy.zeros((1, 3), "int32"), L), {}
+    yield "backprop_reduce_max which columns", "backprop_reduce_max", (dS, numpy.zeros((2, 2), "int32"), L), {}
     yield "reduce_mean negative", "reduce_mean", (X, numpy.array([6, -1], "int32")), {}
     yield "reduce_max zero length", "reduce_max", (X, numpy.array([5, 0], "int32")), {}
     yield "reduce_first zero length", "reduce_first", (X, numpy.array([0, 5], "int64")), {}

@@ -255,8 +255,9 @@ cdef int64_t _fill_offsets(
     return total
 
 
-cdef object _offsets(object lengths, Py_ssize_t n_rows, bint allow_zero):
-    """int64 offsets (len(lengths) + 1) of valid lengths summing to n_rows (any sum if n_rows < 0).
+cdef object _offsets(object lengths, Py_ssize_t n_rows, bint allow_zero, bint exact=True):
+    """int64 offsets (len(lengths) + 1) of valid lengths summing to n_rows (at most n_rows when
+    not exact; any sum if n_rows < 0).
 
     None when lengths is not an int32/int64 vector we can read in place, or holds invalid values.
     """
@@ -270,7 +271,7 @@ cdef object _offsets(object lengths, Py_ssize_t n_rows, bint allow_zero):
         total = _fill_offsets(<const int32_t*>_data(lengths), n, <int64_t*>_data(offs), allow_zero)
     else:
         total = _fill_offsets(<const int64_t*>_data(lengths), n, <int64_t*>_data(offs), allow_zero)
-    if total < 0 or (n_rows >= 0 and total != n_rows):
+    if total < 0 or (n_rows >= 0 and (total > n_rows or (exact and total != n_rows))):
         return None
     return offs
 
@@ -662,7 +663,8 @@ cdef object _reduce_sum_or_mean(object X, object lengths, bint mean):
     if fk == 0:
         return None
     cdef Py_ssize_t nN = _dim(X, 0), nO = _dim(X, 1)
-    offs = _offsets(lengths, nN, True)
+    # As in Thinc, rows past the last sequence are ignored.
+    offs = _offsets(lengths, nN, True, False)
     if offs is None:
         return None
     cdef Py_ssize_t nS = _dim(offs, 0) - 1
@@ -730,8 +732,10 @@ cdef object _backprop_reduce_sum_or_mean(object dY, object lengths, bint mean):
         return None
     cdef Py_ssize_t nS = _dim(dY, 0), nO = _dim(dY, 1)
     offs = _offsets(lengths, -1, True)
-    if offs is None or _dim(offs, 0) - 1 != nS:
+    # As in Thinc, rows of dY past the last sequence are ignored.
+    if offs is None or _dim(offs, 0) - 1 > nS:
         return None
+    nS = _dim(offs, 0) - 1
     cdef const int64_t* o = <const int64_t*>_data(offs)
     cdef Py_ssize_t nN = o[nS]
     dX = _new2(nN, nO, cnp.PyArray_TYPE(<cnp.ndarray>dY), False)
@@ -847,7 +851,8 @@ def reduce_max(X, lengths):
     cdef Py_ssize_t nN = _dim(X, 0), nO = _dim(X, 1)
     if nN > _INT32_MAX:
         return None
-    offs = _offsets(lengths, nN, False)
+    # As in Thinc, rows past the last sequence are ignored.
+    offs = _offsets(lengths, nN, False, False)
     if offs is None:
         return None
     cdef Py_ssize_t nS = _dim(offs, 0) - 1
@@ -918,11 +923,13 @@ def backprop_reduce_max(d_maxes, which, lengths):
     if fk == 0 or ik == 0:
         return None
     cdef Py_ssize_t nS = _dim(d_maxes, 0), nO = _dim(d_maxes, 1)
-    if _dim(which, 0) != nS or _dim(which, 1) != nO:
+    if _dim(which, 1) != nO:
         return None
     offs = _offsets(lengths, -1, False)
-    if offs is None or _dim(offs, 0) - 1 != nS:
+    # As in Thinc, rows of d_maxes and which past the last sequence are ignored.
+    if offs is None or _dim(offs, 0) - 1 > nS or _dim(offs, 0) - 1 > _dim(which, 0):
         return None
+    nS = _dim(offs, 0) - 1
     cdef const int64_t* o = <const int64_t*>_data(offs)
     cdef Py_ssize_t nN = o[nS]
     dX = _new2(nN, nO, cnp.PyArray_TYPE(<cnp.ndarray>d_maxes), False)
@@ -977,13 +984,14 @@ cdef object _reduce_first_or_last(object X, object lengths, bint last):
         return None
     cdef Py_ssize_t nS = _dim(offs, 0) - 1
     Y = _new2(nS, nO, cnp.PyArray_TYPE(<cnp.ndarray>X), False)
+    if nS == 0:
+        # No sequences: no offsets either, as in Thinc.
+        return Y, _new1(0, cnp.NPY_INT32)
     # reduce_first returns every start and the end of the last sequence: nS + 1 offsets.
     rows = _new1(nS + 1 - last, cnp.NPY_INT32)
     cdef int32_t* r = <int32_t*>_data(rows)
     if not last:
         r[nS] = <int32_t>nN
-    if nS == 0:
-        return Y, rows
     cdef int n_threads = _threads(nS * nO)
     cdef const void* x = _data(X)
     cdef void* y = _data(Y)
