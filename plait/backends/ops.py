@@ -45,19 +45,8 @@ from ._conv_ops import ConvOps
 from ._checks import check_array, check_lengths, check_same_shape, describe
 
 
-_FLOAT_DTYPES = {"f": "float32", "float16": "float16", "float32": "float32", "float64": "float64"}
-_INT_DTYPES = {"i": "int32", "int32": "int32", "int64": "int64", "uint32": "uint32", "uint64": "uint64"}
-
-
-def _canonical_dtype(fn: str, dtype: Any, table: Optional[dict] = None) -> Any:
-    if dtype is None:
-        return None
-    key = str(numpy.dtype(dtype)) if not isinstance(dtype, str) else dtype
-    if table is not None and key not in table and str(numpy.dtype(key)) not in table.values():
-        raise ValueError(
-            f"Ops.{fn}: unsupported dtype {dtype!r}; expected one of {sorted(table)}."
-        )
-    return numpy.dtype(table.get(key, key) if table is not None else key)
+def _canonical_dtype(fn: str, dtype: Any) -> Any:
+    return None if dtype is None else numpy.dtype(dtype)
 
 
 class Ops(ConvOps):
@@ -361,7 +350,11 @@ class Ops(ConvOps):
     def pad(self, seqs: Union[List[Ints2d], List[Floats2d]], round_to: int = 1) -> Array3d:
         """Stack sequences into one (nB, nL, ...) array, zero-padded to the longest (rounded up to `round_to`)."""
         if round_to < 1:
-            raise ValueError(f"Ops.pad: 'round_to' must be >= 1, got {round_to}.")
+            # The wording is Thinc's, which its tests match.
+            raise ValueError(
+                f"Ops.pad: Rounding for padding must at least be 1, got round_to={round_to}. "
+                f"Pass round_to=1 to pad to the longest sequence."
+            )
         if not seqs:
             raise ValueError("Ops.pad: cannot pad an empty list of sequences; pass at least one array.")
         for i, seq in enumerate(seqs):
@@ -470,16 +463,18 @@ class Ops(ConvOps):
                 raise ValueError(
                     f"Ops.alloc: dimensions must be >= 0, got {d} at position {i} of shape {shape}."
                 )
-        dt = numpy.dtype(dtype) if dtype is not None else numpy.dtype("float32")
+        # NOTE: dtype=None is numpy's default (float64), as in Thinc, which passes it to xp.zeros.
+        dt = numpy.dtype(dtype)
         if zeros:
             return self.xp.zeros(shape, dtype=dt)
         return self.xp.empty(shape, dtype=dt)
 
     def alloc_f(self, shape: Shape, *, dtype: Optional[DTypesFloat] = "float32", zeros: bool = True) -> FloatsXd:
-        return self.alloc(shape, dtype=_canonical_dtype("alloc_f", dtype, _FLOAT_DTYPES), zeros=zeros)
+        # Any dtype is taken, as in Thinc (whose tests allocate uint64 keys with alloc1f).
+        return self.alloc(shape, dtype=dtype, zeros=zeros)
 
     def alloc_i(self, shape: Shape, *, dtype: Optional[DTypesInt] = "int32", zeros: bool = True) -> IntsXd:
-        return self.alloc(shape, dtype=_canonical_dtype("alloc_i", dtype, _INT_DTYPES), zeros=zeros)
+        return self.alloc(shape, dtype=dtype, zeros=zeros)
 
     def alloc1f(self, d0: int, *, dtype: Optional[DTypesFloat] = "float32", zeros: bool = True) -> Floats1d:
         return self.alloc_f((d0,), dtype=dtype, zeros=zeros)
