@@ -44,6 +44,20 @@ def _check_float_array(fn: str, name: str, X: Any, ndim: int) -> None:
         )
 
 
+def as_params_dtype(fn: str, params: Any, named: Sequence[Tuple[str, Any, int]]) -> List[Any]:
+    """The named float arrays (name, array, ndim), cast to the dtype of `params` where they differ.
+
+    Thinc runs its LSTM in one precision whatever the dtypes of X, H0 and C0 (its tests pass
+    float64 inputs with float32 weights); here that precision is the weights'.
+    """
+    _check_float_array(fn, "params", params, 1)
+    out = []
+    for name, X, ndim in named:
+        check_array(fn, name, X, ndim=ndim, kind="f")
+        out.append(X if X.dtype == params.dtype else X.astype(params.dtype))
+    return out
+
+
 def _check_same_dtype(fn: str, named: Sequence[Tuple[str, Any]]) -> None:
     first_name, first = named[0]
     for name, X in named[1:]:
@@ -222,10 +236,9 @@ def _run_direction(xp, Xin, Wx, Wh, bias, c_init, h_init, sizes, starts, reverse
 
 def _run_stack(fn: str, ops, params, H0, C0, X, size_at_t, keep_state: bool):
     xp = ops.xp
-    _check_float_array(fn, "X", X, 2)
+    X, H0, C0 = as_params_dtype(fn, params, [("X", X, 2), ("H0", H0, 3), ("C0", C0, 3)])
     N, nI = (int(v) for v in X.shape)
     depth, dirs, nO = _check_stack_args(fn, params, H0, C0, nI)
-    _check_same_dtype(fn, [("X", X), ("params", params), ("H0", H0), ("C0", C0)])
     sizes = _sizes_to_list(fn, "size_at_t", size_at_t, N)
     starts = _starts(sizes)
     # NOTE: Thinc's argument-order quirk, see the module docstring.
@@ -349,7 +362,7 @@ def backprop_lstm(ops, dY, lengths, params, fwd_state):
     _check_shape(fn, "fwd_state[0] (Y)", Y, (depth, dirs, N, nO))
     _check_shape(fn, "fwd_state[1] (G)", G, (depth, dirs, N, 4 * nO))
     _check_shape(fn, "fwd_state[2] (C)", C, (depth, dirs, N, nO))
-    _check_float_array(fn, "dY", dY, 2)
+    (dY,) = as_params_dtype(fn, params, [("dY", dY, 2)])
     _check_shape(fn, "dY", dY, (N, dirs * nO), " (the shape of the forward output)")
     _check_same_dtype(fn, [("dY", dY), ("params", params), ("fwd_state[0] (Y)", Y),
                            ("fwd_state[3] (X)", X)])

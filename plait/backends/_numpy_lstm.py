@@ -39,6 +39,13 @@ def _small_array(X: Any, dtype: Any, ndim: int) -> Optional[numpy.ndarray]:
     return numpy.ascontiguousarray(X)
 
 
+def _cast_float(X: Any, dtype: Any) -> Any:
+    """A numpy float array in `dtype` (cast if it must be); anything else unchanged, for the checks."""
+    if type(X) is numpy.ndarray and X.dtype.kind == "f" and X.dtype != dtype:
+        return X.astype(dtype)
+    return X
+
+
 def _starts(sizes: numpy.ndarray) -> numpy.ndarray:
     starts = numpy.zeros_like(sizes)
     numpy.cumsum(sizes[:-1], out=starts[1:])
@@ -55,10 +62,14 @@ class LstmKernels:
     """Mixin for NumpyOps; each method overrides the Ops reference with the identical signature."""
 
     def _lstm_stack_args(self, fn: str, params: Any, H0: Any, C0: Any, X: Any, size_at_t: Any):
-        """Validate like the reference; None when the compiled kernel does not cover the arguments."""
-        if _compiled is None or type(X) is not numpy.ndarray or X.dtype not in _FAST_DTYPES:
+        """Validate like the reference; None when the compiled kernel does not cover the arguments.
+
+        Float inputs of another dtype than params are cast to it first, as the reference does.
+        """
+        if _compiled is None or type(params) is not numpy.ndarray or params.dtype not in _FAST_DTYPES:
             return None
-        dtype = X.dtype
+        dtype = params.dtype
+        X, H0, C0 = (_cast_float(A, dtype) for A in (X, H0, C0))
         if not (_is_fast(X, dtype, 2) and _is_fast(params, dtype, 1)):
             return None
         H0c = _small_array(H0, dtype, 3)
@@ -69,7 +80,7 @@ class LstmKernels:
         N, nI = (int(v) for v in X.shape)
         _lstm._check_stack_args(fn, params, H0, C0, nI)
         sizes = numpy.asarray(_lstm._sizes_to_list(fn, "size_at_t", size_at_t, N), dtype=numpy.int64)
-        return H0c, C0c, sizes
+        return X, H0, C0, H0c, C0c, sizes
 
     def lstm_forward_training(
         self, params: Floats1d, H0: Floats3d, C0: Floats3d, X: Floats2d, size_at_t: Ints1d
@@ -77,7 +88,7 @@ class LstmKernels:
         args = self._lstm_stack_args("lstm_forward_training", params, H0, C0, X, size_at_t)
         if args is None:
             return super().lstm_forward_training(params, H0, C0, X, size_at_t)  # type: ignore[misc]
-        H0c, C0c, sizes = args
+        X, H0, C0, H0c, C0c, sizes = args
         Y, Y4, G4, C4 = _compiled.lstm_forward(params, H0c, C0c, X, sizes, _starts(sizes), True)
         return Y, (Y4, G4, C4, X, H0, C0)
 
@@ -87,7 +98,7 @@ class LstmKernels:
         args = self._lstm_stack_args("lstm_forward_inference", params, H0, C0, X, size_at_t)
         if args is None:
             return super().lstm_forward_inference(params, H0, C0, X, size_at_t)  # type: ignore[misc]
-        H0c, C0c, sizes = args
+        X, _, _, H0c, C0c, sizes = args
         Y, _, _, _ = _compiled.lstm_forward(params, H0c, C0c, X, sizes, _starts(sizes), False)
         return Y
 
@@ -102,6 +113,7 @@ class LstmKernels:
         if type(X) is not numpy.ndarray or X.dtype not in _FAST_DTYPES:
             return fallback(dY, lengths, params, fwd_state)
         dtype = X.dtype
+        dY = _cast_float(dY, getattr(params, "dtype", dtype))
         if not (
             _is_fast(X, dtype, 2) and _is_fast(params, dtype, 1) and _is_fast(dY, dtype, 2)
             and _is_fast(Y4, dtype, 4) and _is_fast(G4, dtype, 4) and _is_fast(C4, dtype, 4)

@@ -325,17 +325,40 @@ def _bad_lstm_calls():
         lambda o: o.lstm_forward_training(params, H0, C0, X, [2, 2, 2]),
         lambda o: o.lstm_forward_training(params, H0, C0, X, [1, 2, 2]),
         lambda o: o.lstm_forward_training(params, H0, C0, X, numpy.asarray([2.0, 2.0, 1.0])),
-        lambda o: o.lstm_forward_inference(params, H0, C0, X.astype("float32"), sizes),
-        lambda o: o.lstm_forward_inference(params, H0, C0, X.astype("float16"), sizes),
         lambda o: o.lstm_forward_inference(params, H0, C0, X.astype("int64"), sizes),
-        lambda o: o.lstm_forward_inference(params, H0.astype("float32"), C0, X, sizes),
         lambda o: o.lstm_forward_inference(params, H0, C0, X[None], sizes),
         lambda o: o.backprop_lstm(dY[:, :3], sizes, params, o.lstm_forward_training(params, H0, C0, X, sizes)[1]),
         lambda o: o.backprop_lstm(dY, [2, 2], params, o.lstm_forward_training(params, H0, C0, X, sizes)[1]),
         lambda o: o.backprop_lstm(dY, sizes, params, o.lstm_forward_training(params, H0, C0, X, sizes)[1][:4]),
         lambda o: o.backprop_lstm(dY, sizes, params[:-2], o.lstm_forward_training(params, H0, C0, X, sizes)[1]),
-        lambda o: o.backprop_lstm(dY.astype("float32"), sizes, params, o.lstm_forward_training(params, H0, C0, X, sizes)[1]),
     ]
+
+
+@pytest.mark.parametrize("pdtype", ["float32", "float64"])
+def test_lstm_inputs_of_another_dtype_are_cast_to_the_weights(ref_ops, pdtype):
+    """Thinc takes X, H0, C0 (and dY) of any float dtype; both backends compute in params' dtype."""
+    params, H0, C0, X, sizes, dY = make_case(17, 2, 2, 3, 2, [2, 2, 1], pdtype)
+    other = "float64" if pdtype == "float32" else "float32"
+    ops = NumpyOps()
+    _, state_want = ops.lstm_forward_training(params, H0, C0, X, sizes)
+    dX_want, dp_want = ops.backprop_lstm(dY, sizes, params, state_want)
+    for backend in (ops, ref_ops):
+        for cast in ("X", "H0", "C0"):
+            args = dict(H0=H0, C0=C0, X=X)
+            args[cast] = args[cast].astype(other if cast != "X" else "float16")
+            Y, state = backend.lstm_forward_training(params, args["H0"], args["C0"], args["X"], sizes)
+            assert Y.dtype == numpy.dtype(pdtype) and state[3].dtype == numpy.dtype(pdtype)
+            # The same values in params' dtype (the narrower casts lose some precision first).
+            same = {k: v.astype(pdtype) for k, v in args.items()}
+            Y_want_here = ops.lstm_forward_training(params, same["H0"], same["C0"], same["X"], sizes)[0]
+            assert_close(Y, Y_want_here, pdtype)
+            assert_close(
+                backend.lstm_forward_inference(params, args["H0"], args["C0"], args["X"], sizes), Y_want_here, pdtype
+            )
+        dX, dp = backend.backprop_lstm(dY.astype(other), sizes, params, state_want)
+        assert dX.dtype == dp.dtype == numpy.dtype(pdtype)
+        numpy.testing.assert_allclose(dX, dX_want, **TOL["float32"])
+        numpy.testing.assert_allclose(dp, dp_want, **TOL["float32"])
 
 
 @pytest.mark.parametrize("k", range(len(_bad_lstm_calls())))
