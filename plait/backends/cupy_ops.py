@@ -50,9 +50,17 @@ def _import_cupy() -> Any:
 
 
 class _LazyCupy:
-    """Class attribute that resolves to cupy on first access (None without cupy, as in Thinc)."""
+    """Class attribute that resolves to cupy on access (None without cupy, as in Thinc).
+
+    On an instance built where cupy or its GPU is missing it raises the error saying why, so
+    that the first operation fails clearly instead of on None.
+    """
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
+        if instance is not None:
+            error = instance.__dict__.get("_gpu_error")
+            if error is not None:
+                raise ValueError(f"{instance!r} cannot compute: {error}") from error
         return _import_cupy()
 
 
@@ -93,8 +101,14 @@ class CupyOps(Ops):
     xp = _LazyCupy()
 
     def __init__(self, device_type: DeviceTypes = "gpu", device_id: int = 0, **kwargs) -> None:
-        _require_gpu(device_id)
         super().__init__(device_type=device_type, device_id=device_id, **kwargs)
+        self._gpu_error: Optional[ValueError] = None
+        try:
+            _require_gpu(device_id)
+        except ValueError as err:
+            # NOTE: Thinc builds a CupyOps without cupy or a GPU (its tests get_ops("cupy") on
+            # any machine); the error is raised at the first use of the array module instead.
+            self._gpu_error = err
 
     # ------------------------------------------------------------------ fast-path tests
 

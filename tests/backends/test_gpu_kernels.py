@@ -607,25 +607,29 @@ def _cupy_importable() -> bool:
 
 
 @pytest.mark.skipif(_cupy_importable(), reason="checks the behaviour without cupy")
-def test_constructing_cupy_ops_without_cupy_is_a_clear_error():
+def test_computing_with_cupy_ops_without_cupy_is_a_clear_error():
     from plait.backends import get_ops
     from plait.backends.cupy_ops import CupyOps
 
     assert CupyOps.xp is None  # resolved lazily, None without cupy, as in Thinc
-    with pytest.raises(ValueError, match="CupyOps requires cupy.*NumpyOps"):
-        CupyOps()
-    with pytest.raises(ValueError, match="CupyOps requires cupy"):
-        get_ops("cupy")
+    # As in Thinc, the object can be made (Thinc's tests do, on any machine)...
+    for ops in (CupyOps(), get_ops("cupy")):
+        assert ops.name == "cupy"
+        # ...and the first computation says what is missing.
+        with pytest.raises(ValueError, match="CupyOps requires cupy.*NumpyOps"):
+            ops.alloc2f(2, 3)
+        with pytest.raises(ValueError, match="CupyOps requires cupy"):
+            ops.xp
 
 
-def test_constructing_cupy_ops_without_a_device_is_a_clear_error():
+def test_computing_with_cupy_ops_without_a_device_is_a_clear_error():
     code = textwrap.dedent(
         """
         import os, sys
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         from plait.backends.cupy_ops import CupyOps
         try:
-            CupyOps()
+            CupyOps().alloc2f(2, 3)
         except ValueError as err:
             print("ValueError:", err)
         """
@@ -1088,7 +1092,7 @@ def test_cupy_ops_cupy_ops_basics(gops):
     assert gops.name == "cupy" and gops.device_type == "gpu" and gops.device_id == 0
     assert isinstance(get_ops("cupy"), type(gops))
     with pytest.raises(ValueError, match="device_id"):
-        type(gops)(device_id=999)
+        type(gops)(device_id=999).alloc2f(1, 1)
 
 
 def test_cupy_ops_fast_paths_launch_every_kernel(gops, monkeypatch):
