@@ -144,13 +144,12 @@ def test_get_ops_gpu_names(name):
     assert type(get_ops(name)) is CupyOps
 
 
-def test_mps_ops_is_a_clear_not_implemented():
-    assert MPSOps.name == "mps"
-    assert issubclass(MPSOps, Ops)
-    with pytest.raises(NotImplementedError, match="Metal"):
-        MPSOps()
-    with pytest.raises(NotImplementedError, match="NumpyOps"):
-        get_ops("mps")
+def test_mps_ops_computes_with_numpy_as_thinc_without_apple_ops():
+    ops = get_ops("mps")
+    assert type(ops) is MPSOps and ops.name == "mps"
+    assert isinstance(ops, NumpyOps) and ops.xp is numpy
+    X = numpy.arange(6, dtype="f").reshape((2, 3)) - 2
+    numpy.testing.assert_array_equal(ops.relu(X), NumpyOps().relu(X))
 
 
 def test_get_array_ops():
