@@ -11,7 +11,7 @@ import contextlib
 import copy
 import itertools
 from io import BytesIO
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Mapping, Optional, Tuple
 
 import numpy
 import srsly
