@@ -122,7 +122,7 @@ def build_computational_graph(
                 add_edge(creator, node)
                 visit(creator)
         else:
-            for x in node.inputs or ():
+            for x in getattr(node, "inputs", None) or ():
                 add_edge(x, node)
                 visit(x)
     return ComputationalGraph(nodes, edges, variable_style, function_style, rankdir)

@@ -130,10 +130,16 @@ def _is_variable(obj: Any) -> bool:
 
 
 def to_cpu(array: Any, stream: Any = None) -> Any:
-    """The array on the host: a cupy array is copied to numpy, anything else is returned as is."""
+    """The array on the host: a cupy array is copied to numpy, a numpy array returned as is."""
     if is_cupy_array(array):
         return array.get(stream)
-    return array
+    if isinstance(array, numpy.ndarray):
+        return array
+    raise TypeError(
+        f"cuda.to_cpu: expected a numpy.ndarray or cupy.ndarray, got "
+        f"{type(array).__module__}.{type(array).__name__}"
+        + (" (pass variable.data, or call variable.to_cpu())" if _is_variable(array) else "") + "."
+    )
 
 
 def to_gpu(array: Any, device: Any = None, stream: Any = None) -> Any:

@@ -113,8 +113,8 @@ class Function:
     # per input, None where there is none) and return that same array.
     _grad_into_inputs: Tuple[int, ...] = ()
     _grad_into: Tuple[Any, ...] = ()
-    inputs: Optional[Tuple[Variable, ...]] = None
-    outputs: Optional[Tuple[Any, ...]] = None
+    # `inputs` and `outputs` exist only once the function is in a graph (as in Chainer, a
+    # function applied to volatile inputs has neither).
 
     def __call__(self, *inputs: Any) -> Any:
         """Apply forward to the inputs' arrays and return the output Variable(s).
@@ -157,12 +157,16 @@ class Function:
         try:
             ret = tuple([Variable(y, volatile=out_flag) for y in outputs])
         except TypeError:
+            # Arithmetic on 0-d arrays gives numpy scalars: they stand for their 0-d arrays.
+            outputs = tuple([numpy.asarray(y) if isinstance(y, numpy.generic) else y for y in outputs])
             bad = [i for i, y in enumerate(outputs) if not hasattr(y, "shape")]
-            raise TypeError(
-                f"{self.label}.forward returned a non-array output at position {bad[0] if bad else '?'} "
-                f"({type(outputs[bad[0]]).__name__ if bad else '?'}); outputs must be numpy or cupy "
-                f"arrays (wrap scalars with plait.chainer.utils.force_array)."
-            ) from None
+            if bad:
+                raise TypeError(
+                    f"{self.label}.forward returned a non-array output at position {bad[0]} "
+                    f"({type(outputs[bad[0]]).__name__}); outputs must be numpy or cupy arrays "
+                    f"(wrap scalars with plait.chainer.utils.force_array)."
+                ) from None
+            ret = tuple([Variable(y, volatile=out_flag) for y in outputs])
         if out_flag is not ON and _backprop_enabled():
             self.rank = max([x.rank for x in inputs]) if inputs else 0
             for y in ret:
@@ -237,7 +241,7 @@ class Function:
 
     def unchain(self) -> None:
         """Cut this function out of the graph: its outputs lose their creator, it loses its inputs."""
-        for ref in self.outputs or ():
+        for ref in getattr(self, "outputs", None) or ():
             y = ref()
             if y is not None:
                 y.creator = None

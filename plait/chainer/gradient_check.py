@@ -3,7 +3,9 @@ from typing import Any, Callable, Sequence
 
 import numpy
 
+from ..util import is_cupy_array
 from . import cuda
+from ._errors import AssertValueError
 from .variable import Variable
 
 __all__ = ["numerical_grad", "assert_allclose", "check_backward"]
@@ -23,41 +25,50 @@ def numerical_grad(f: Callable[[], Sequence[Any]], inputs: Sequence[Any], grad_o
     f takes no arguments and reads the input arrays, which are perturbed in place (and
     restored) one element at a time. CPU and GPU arrays cannot be mixed.
     """
-    if eps <= 0:
-        raise ValueError(f"numerical_grad: eps must be > 0, got {eps}.")
+    if not eps > 0:
+        raise AssertValueError(f"numerical_grad: eps must be > 0, got {eps}.")
     inputs = tuple(inputs)
     grad_outputs = tuple(grad_outputs)
-    xp = cuda.get_array_module(*[a for a in inputs + grad_outputs if a is not None])
+    arrays = [a for a in inputs + grad_outputs if a is not None and not numpy.isscalar(a)]
+    on_gpu = [not isinstance(a, numpy.ndarray) for a in arrays]
+    if any(on_gpu) and not all(on_gpu):
+        raise RuntimeError(
+            "numerical_grad: inputs and grad_outputs mix numpy and cupy arrays; put them all on "
+            "one device (cuda.to_cpu / cuda.to_gpu)."
+        )
+    xp = cuda.get_array_module(*arrays)
     grads = tuple(xp.zeros(x.shape, dtype=numpy.float64) for x in inputs)
     for x, gx in zip(inputs, grads):
-        flat_x = x.reshape(-1) if x.flags.c_contiguous else None
-        if flat_x is None:
-            raise ValueError("numerical_grad: input arrays must be C-contiguous (they are perturbed in place).")
-        flat_gx = gx.reshape(-1)
-        for i in range(flat_x.size):
-            orig = flat_x[i].copy()
-            flat_x[i] = orig + eps
+        # Indexed element by element, so views and non-contiguous arrays are perturbed in place too.
+        for i in numpy.ndindex(x.shape):
+            orig = x[i].copy()
+            x[i] = orig + eps
             ys_plus = [None if y is None else xp.array(y, dtype=numpy.float64) for y in _as_tuple(f())]
-            flat_x[i] = orig - eps
+            x[i] = orig - eps
             ys_minus = [None if y is None else xp.array(y, dtype=numpy.float64) for y in _as_tuple(f())]
-            flat_x[i] = orig
+            x[i] = orig
             total = 0.0
             for y1, y2, gy in zip(ys_plus, ys_minus, grad_outputs):
                 if gy is None or y1 is None:
                     continue
                 total += float(((y1 - y2) * gy).sum())
-            flat_gx[i] = total / (2 * eps)
+            gx[i] = total / (2 * eps)
     return tuple(g.astype(x.dtype, copy=False) if x.dtype.kind == "f" else g for x, g in zip(inputs, grads))
+
+
+def _host_array(a: Any) -> Any:
+    return cuda.to_cpu(a) if is_cupy_array(a) else numpy.asarray(a)
 
 
 def assert_allclose(x: Any, y: Any, atol: float = 1e-5, rtol: float = 1e-4, verbose: bool = True) -> None:
     """Assert |x - y| <= atol + rtol * |y| elementwise; x and y may be numpy or cupy arrays (or Variables)."""
-    x = cuda.to_cpu(getattr(x, "data", x) if isinstance(x, Variable) else x)
-    y = cuda.to_cpu(getattr(y, "data", y) if isinstance(y, Variable) else y)
-    x = numpy.asarray(x)
-    y = numpy.asarray(y)
-    if x.shape != y.shape:
+    x = _host_array(x.data if isinstance(x, Variable) else x)
+    y = _host_array(y.data if isinstance(y, Variable) else y)
+    # As numpy.testing.assert_allclose: a 0-d side is compared with every element of the other.
+    if x.shape != y.shape and x.shape != () and y.shape != ():
         raise AssertionError(f"assert_allclose: shapes differ: {x.shape} vs {y.shape}.")
+    if x.shape != y.shape:
+        x, y = numpy.broadcast_arrays(x, y)
     try:
         numpy.testing.assert_allclose(x, y, atol=atol, rtol=rtol, verbose=verbose)
     except AssertionError as e:

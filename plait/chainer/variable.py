@@ -28,7 +28,7 @@ def _xp(x: Any) -> Any:
     return cuda.get_array_module(x)
 
 
-def _check_grad(var: "Variable", grad: Any, where: str) -> None:
+def _check_grad(var: "Variable", grad: Any, where: str, func: Any = None) -> None:
     """Raise unless grad could be var's gradient: same kind of array, dtype and shape."""
     data = var.data
     if type(grad) is not type(data) and not (
@@ -37,18 +37,28 @@ def _check_grad(var: "Variable", grad: Any, where: str) -> None:
         raise TypeError(
             f"{where}: the gradient is a {type(grad).__module__}.{type(grad).__name__} but the "
             f"variable's data is a {type(data).__module__}.{type(data).__name__}; both must live "
-            f"on the same device."
+            f"on the same device.{_stack_of(func)}"
         )
     if grad.dtype != data.dtype:
         raise TypeError(
             f"{where}: the gradient has dtype {grad.dtype} but the variable's data has dtype "
-            f"{data.dtype}; they must match."
+            f"{data.dtype}; they must match.{_stack_of(func)}"
         )
     if grad.shape != data.shape:
         raise ValueError(
             f"{where}: the gradient has shape {grad.shape} but the variable's data has shape "
-            f"{data.shape}; they must match."
+            f"{data.shape}; they must match.{_stack_of(func)}"
         )
+
+
+def _stack_of(func: Any) -> str:
+    """Where func was called, when debug mode recorded it (set_debug(True))."""
+    stack = getattr(func, "_stack", None)
+    if not stack:
+        return ""
+    import traceback
+
+    return "\nStacktrace of the function is below:\n" + "".join(traceback.format_list(stack))
 
 
 class DeferredGrad:
@@ -163,40 +173,53 @@ class Variable:
         return state
 
     def __repr__(self) -> str:
-        name = f" {self.name}" if self.name else ""
-        return f"variable{name}({self.data!r})"
+        if self.name:
+            return f"<variable {self.name}>"
+        return f"<variable at 0x{id(self):x}>"
 
     def __str__(self) -> str:
-        name = f" {self.name}" if self.name else ""
-        return f"variable{name}({self.data})"
+        return self.name or f"<var@{id(self):x}>"
 
     def debug_print(self) -> str:
-        """A multi-line summary: name, device, shape, dtype, value statistics and grad."""
+        """A multi-line summary: name, device, volatility, array type, shape, dtype, value
+        statistics and grad (None, 0, or its statistics), in Chainer's layout."""
         from . import cuda
 
         data = self.data
         xp = cuda.get_array_module(data)
-        lines = [
+        stats = "mean={0:.8f}, std={1:.8f}"
+        grad = self.grad
+        if grad is None:
+            grad_text = "None"
+        elif bool(xp.all(grad == 0)):
+            grad_text = "0"
+        else:
+            grad_text = stats.format(float(xp.mean(grad)), float(xp.std(grad)))
+        return "\n".join([
             repr(self),
             f"- device: {'CPU' if xp is numpy else data.device}",
             f"- volatile: {self._volatile}",
+            f"- backend: {type(data)}",
             f"- shape: {data.shape}",
             f"- dtype: {data.dtype}",
-        ]
-        if data.size and data.dtype.kind in "fiub":
-            lines.append(
-                f"- statistics: mean={float(data.mean()):.8g}, std={float(data.std()):.8g}, "
-                f"min={float(data.min()):.8g}, max={float(data.max()):.8g}"
-            )
-        self._settle_grad()
-        grad = self._grad
-        if grad is None:
-            lines.append("- grad: None")
-        elif grad.size and bool((grad == 0).all()):
-            lines.append("- grad: 0")
-        else:
-            lines.append(f"- grad: mean={float(grad.mean()):.8g}, std={float(grad.std()):.8g}")
-        return "\n".join(lines)
+            f"- statistics: {stats.format(float(xp.mean(data)), float(xp.std(data)))}",
+            f"- grad: {grad_text}",
+        ])
+
+    def __pos__(self) -> "Variable":
+        return self
+
+    # Comparisons and truth values are not defined on Variables (as in Chainer): compare
+    # their data instead. Hashing stays by identity, so Variables can key dicts and sets.
+    def _undefined(self, *args: Any) -> Any:
+        raise NotImplementedError(
+            "Variable: comparisons and truth values are not defined on Variables; compare "
+            "their data arrays (variable.data) instead."
+        )
+
+    __lt__ = __le__ = __eq__ = __ne__ = __gt__ = __ge__ = _undefined
+    __bool__ = _undefined
+    __hash__ = object.__hash__
 
     def __len__(self) -> int:
         """The number of elements of the data array."""
@@ -373,16 +396,11 @@ class Variable:
         from . import function as _fn
 
         self._settle_grad()
-        if self._grad is None:
-            if self.data.size != 1:
-                raise ValueError(
-                    f"Variable.backward: the variable has shape {self.data.shape} and no initial "
-                    f"gradient. Set its grad (an array of shape {self.data.shape} and dtype "
-                    f"{self.data.dtype}) before calling backward(); only a one-element variable "
-                    f"(such as a loss) starts from 1 automatically."
-                )
+        if self._grad is None and self.data.size == 1:
             self._grad = _xp(self.data).ones_like(self.data)
             self._grad_shared = False
+        # NOTE: a larger variable without a grad backpropagates None as its gradient, as in
+        # Chainer (functions with several outputs treat a None output gradient as zeros).
 
         # Functions come off the heap highest rank first, which is a reverse topological order:
         # a function runs only after every function that consumed its outputs.
@@ -439,6 +457,12 @@ class Variable:
                 finally:
                     func._lazy_grads = ()
                     func._grad_into = ()
+            elif any([g is None for g in out_grad]):
+                try:
+                    gxs = func.backward(in_data, out_grad)
+                except Exception as e:
+                    _explain_missing_grad(func, outputs, out_grad, e)
+                    raise
             else:
                 gxs = func.backward(in_data, out_grad)
             if type(gxs) is not tuple or len(gxs) != len(in_data):
@@ -478,7 +502,10 @@ class Variable:
                         _hold(x, gx)
                         continue
                     gx = gx()
-                _check_grad(x, gx, f"{func.label}.backward (gradient of input {i})")
+                elif type(gx) is not numpy.ndarray and isinstance(gx, numpy.generic):
+                    # A numpy scalar from arithmetic on 0-d arrays: its 0-d array.
+                    gx = numpy.asarray(gx)
+                _check_grad(x, gx, f"{func.label}.backward (gradient of input {i})", func)
                 if x.creator is not None:
                     push(x.creator)
                     if id(x) not in seen_vars:
@@ -506,6 +533,20 @@ class Variable:
                     x._grad_zero = False
                 else:
                     x._grad += gx
+
+
+def _explain_missing_grad(func: Any, outputs: list, out_grad: tuple, error: Exception) -> None:
+    """Add a note to an error from a backward that got None for an output's gradient, saying
+    why (the error itself, and its type, are kept: Chainer raises whatever the function does)."""
+    if not hasattr(error, "add_note"):  # Python < 3.11
+        return
+    missing = [i for i, g in enumerate(out_grad) if g is None]
+    shapes = [None if outputs[i] is None else outputs[i].data.shape for i in missing]
+    error.add_note(
+        f"{func.label}.backward got no gradient (None) for its output(s) {missing} of shape(s) "
+        f"{shapes}. backward() starts from 1 only for a one-element variable (such as a loss): "
+        f"set the grad of a larger one first."
+    )
 
 
 def _pending_zero_arrays(inputs: tuple, candidates: tuple) -> tuple:

@@ -217,7 +217,7 @@ def test_mean_squared_error_is_not_halved():
 @pytest.mark.parametrize(
     "call, expect",
     [
-        (lambda: F.relu(Variable(numpy.zeros(3, dtype=numpy.int32))), "in_types[0].dtype.kind == 'f'"),
+        (lambda: F.relu(Variable(numpy.zeros(3, dtype=numpy.int32))), "in_types[0].dtype.kind == f"),
         (lambda: F.softmax(Variable(numpy.zeros(3, dtype=numpy.float32))), "in_types[0].ndim > 1"),
         (
             lambda: F.linear(Variable(numpy.zeros((2, 3), "f")), Variable(numpy.zeros((4, 5), "f"))),
@@ -229,7 +229,7 @@ def test_mean_squared_error_is_not_halved():
         ),
         (
             lambda: F.softmax_cross_entropy(Variable(numpy.zeros((2, 3), "f")), Variable(numpy.zeros(2, "f"))),
-            "in_types[1].dtype.kind == 'i'",
+            "in_types[1].dtype.kind == i",
         ),
         (
             lambda: F.accuracy(Variable(numpy.zeros((2, 3), "f")), Variable(numpy.zeros(3, "i"))),

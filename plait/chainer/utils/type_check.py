@@ -2,26 +2,30 @@
 
 `in_types[0].ndim == 2` builds a small expression tree instead of a bool; `expect(...)`
 evaluates it and, when it is false, raises InvalidType showing both the written condition
-and the values it saw ("Expect: in_types[0].ndim == 2\nActual: 3 != 2").
+and the values it saw ("Expect: in_types[0].ndim == 2\nActual: 3 != 2"), formatted as
+Chainer 1.7.2 formats them.
+
+Operator priorities follow Python's (larger binds tighter): `|` 0, `^` 1, `&` 2, shifts 3,
+`+ -` 4, `* / // %` 5, unary `- + ~` 6, `**` 7, atoms 8; comparisons are -1.
 """
 import operator
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy
 
+from .._errors import AssertTypeError
+
 __all__ = [
-    "Expr", "Atom", "Constant", "Variable", "Member", "GetItem", "Call", "UnaryOperator",
+    "Expr", "Atom", "Constant", "Variable", "GetAttr", "GetItem", "Call", "UnaryOperator",
     "BinaryOperator", "Testable", "BoolBinaryOperator", "InvalidType", "TypeInfo",
     "TypeInfoTuple", "get_types", "expect", "eval", "prod", "same_types",
 ]
-
-_builtin_eval = eval
 
 
 class InvalidType(Exception):
     """A type check failed: `expect` is the written condition, `actual` the values seen."""
 
-    def __init__(self, expect: str, actual: str, msg: Optional[str] = None) -> None:
+    def __init__(self, expect: str, actual: str, msg: Any = None) -> None:
         if msg is None:
             msg = f"Expect: {expect}\nActual: {actual}"
         super().__init__(msg)
@@ -33,11 +37,14 @@ class InvalidType(Exception):
 
 
 class TypeInfo:
-    """Shape and dtype of one array (host or device); `ndim` follows from the shape."""
+    """Shape and dtype of one array (host or device); `ndim` follows from the shape.
+
+    A gradient that was not given is TypeInfo((), None).
+    """
 
     def __init__(self, shape: Sequence[int], dtype: Any) -> None:
         self.shape = tuple(shape)
-        self.dtype = numpy.dtype(dtype)
+        self.dtype = dtype if dtype is None else numpy.dtype(dtype)
         self.ndim = len(self.shape)
 
     @property
@@ -53,29 +60,58 @@ class TypeInfoTuple(tuple):
 
     name: str = "in_types"
 
-    def _get_types(self) -> tuple:
-        return tuple(t.eval() for t in self)
-
     def size(self) -> "Variable":
         return Variable(len(self), f"{self.name}.size")
 
 
-def _format_value(value: Any) -> str:
-    # Types are shown by their dotted name (numpy.float32), not as "<class 'numpy.float32'>".
-    if isinstance(value, type):
-        module = value.__module__
-        return value.__name__ if module == "builtins" else f"{module}.{value.__name__}"
-    if isinstance(value, numpy.dtype):
+# Priorities (see the module docstring).
+_OR, _XOR, _AND, _SHIFT, _ADD, _MUL, _UNARY, _POWER, _ATOM = range(9)
+_COMPARE = -1
+
+
+def _eval_expr(value: Any) -> Any:
+    """The value of an expression; lists, tuples and slices are evaluated item by item."""
+    if isinstance(value, Expr):
+        return value.eval()
+    if isinstance(value, list):
+        return [_eval_expr(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_eval_expr(v) for v in value)
+    if isinstance(value, slice):
+        return slice(_eval_expr(value.start), _eval_expr(value.stop), _eval_expr(value.step))
+    return value
+
+
+def _repr(value: Any) -> str:
+    """How a value is written inside an expression: expressions as written, others by repr."""
+    if isinstance(value, Expr):
         return str(value)
-    return repr(value) if isinstance(value, str) else str(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_repr(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        if len(value) == 1:
+            return f"({_repr(value[0])},)"
+        return "(" + ", ".join(_repr(v) for v in value) + ")"
+    return repr(value)
 
 
-# Binding strength for printing; smaller binds tighter (Python's precedence, reversed).
-_ATOM, _POWER, _UNARY, _MUL, _ADD, _SHIFT, _AND, _XOR, _OR, _COMPARE = range(10)
+def _str_subscript(key: Any) -> str:
+    if key is Ellipsis:
+        return "..."
+    if isinstance(key, slice):
+        text = ":".join("" if v is None else _repr(v) for v in (key.start, key.stop))
+        return text if key.step is None else f"{text}:{_repr(key.step)}"
+    if isinstance(key, tuple):
+        return ", ".join(_str_subscript(k) for k in key)
+    return _repr(key)
 
 
 class Expr:
-    """An unevaluated expression: operators on it build larger expressions."""
+    """An unevaluated expression: operators on it build larger expressions.
+
+    `eval()` computes its value, `str()` gives it as written. It cannot be used as a bool
+    (`x == y and y == z` would silently test only `y == z`): pass conditions to `expect`.
+    """
 
     def __init__(self, priority: int) -> None:
         self.priority = priority
@@ -90,10 +126,11 @@ class Expr:
             f"to get its value."
         )
 
-    def __getattr__(self, name: str) -> "Member":
+    def __getattr__(self, name: str) -> "GetAttr":
+        # Dunder lookups (copy, pickle, numpy's protocols) must not turn into expressions.
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
-        return Member(self, name)
+        return GetAttr(self, name)
 
     def __getitem__(self, key: Any) -> "GetItem":
         return GetItem(self, key)
@@ -101,46 +138,39 @@ class Expr:
     def __call__(self, *args: Any) -> "Call":
         return Call(self, args)
 
-    # comparisons produce testable expressions
-    def __eq__(self, other: Any) -> "BoolBinaryOperator":  # type: ignore[override]
-        return BoolBinaryOperator("==", self, other, "!=", operator.eq)
-
-    def __ne__(self, other: Any) -> "BoolBinaryOperator":  # type: ignore[override]
-        return BoolBinaryOperator("!=", self, other, "==", operator.ne)
-
-    def __lt__(self, other: Any) -> "BoolBinaryOperator":
-        return BoolBinaryOperator("<", self, other, ">=", operator.lt)
-
-    def __le__(self, other: Any) -> "BoolBinaryOperator":
-        return BoolBinaryOperator("<=", self, other, ">", operator.le)
-
-    def __gt__(self, other: Any) -> "BoolBinaryOperator":
-        return BoolBinaryOperator(">", self, other, "<=", operator.gt)
-
-    def __ge__(self, other: Any) -> "BoolBinaryOperator":
-        return BoolBinaryOperator(">=", self, other, "<", operator.ge)
-
     __hash__ = None  # type: ignore[assignment]
 
-    def __neg__(self) -> "UnaryOperator":
-        return UnaryOperator(_UNARY, "-", self, operator.neg)
 
-    def __pos__(self) -> "UnaryOperator":
-        return UnaryOperator(_UNARY, "+", self, operator.pos)
+def _bool_operator(symbol: str, inverse: str, fn: Callable) -> Callable:
+    def method(self: Expr, other: Any) -> "BoolBinaryOperator":
+        return BoolBinaryOperator(self, other, symbol, inverse, fn)
 
-    def __invert__(self) -> "UnaryOperator":
-        return UnaryOperator(_UNARY, "~", self, operator.invert)
+    return method
 
 
-def _binary(symbol: str, priority: int, fn: Callable, right_assoc: bool = False) -> tuple:
+def _bin_operator(symbol: str, priority: int, fn: Callable, right_associative: bool = False) -> tuple:
     def forward(self: Expr, other: Any) -> "BinaryOperator":
-        return BinaryOperator(priority, self, other, symbol, fn, right_assoc)
+        return BinaryOperator(priority, self, other, symbol, fn, right_associative)
 
     def reflected(self: Expr, other: Any) -> "BinaryOperator":
-        return BinaryOperator(priority, other, self, symbol, fn, right_assoc)
+        return BinaryOperator(priority, other, self, symbol, fn, right_associative)
 
     return forward, reflected
 
+
+def _un_operator(symbol: str, fn: Callable) -> Callable:
+    def method(self: Expr) -> "UnaryOperator":
+        return UnaryOperator(_UNARY, self, symbol, fn)
+
+    return method
+
+
+for _name, _symbol, _inverse, _fn in [
+    ("eq", "==", "!=", operator.eq), ("ne", "!=", "==", operator.ne),
+    ("lt", "<", ">=", operator.lt), ("le", "<=", ">", operator.le),
+    ("gt", ">", "<=", operator.gt), ("ge", ">=", "<", operator.ge),
+]:
+    setattr(Expr, f"__{_name}__", _bool_operator(_symbol, _inverse, _fn))
 
 for _name, _symbol, _prio, _fn, _right in [
     ("add", "+", _ADD, operator.add, False),
@@ -156,27 +186,21 @@ for _name, _symbol, _prio, _fn, _right in [
     ("xor", "^", _XOR, operator.xor, False),
     ("or", "|", _OR, operator.or_, False),
 ]:
-    _f, _r = _binary(_symbol, _prio, _fn, _right)
+    _f, _r = _bin_operator(_symbol, _prio, _fn, _right)
     setattr(Expr, f"__{_name}__", _f)
     setattr(Expr, f"__r{_name}__", _r)
-del _name, _symbol, _prio, _fn, _right, _f, _r
 
+for _name, _symbol, _fn in [
+    ("neg", "-", operator.neg), ("pos", "+", operator.pos), ("invert", "~", operator.invert),
+]:
+    setattr(Expr, f"__{_name}__", _un_operator(_symbol, _fn))
 
-def _eval_expr(value: Any) -> Any:
-    return value.eval() if isinstance(value, Expr) else value
-
-
-def _str_operand(value: Any, limit: int, tight: bool) -> str:
-    """str(value), parenthesised if it binds looser than the operator it sits under."""
-    if not isinstance(value, Expr):
-        return _format_value(value)
-    text = str(value)
-    if value.priority > limit or (tight and value.priority == limit):
-        return f"({text})"
-    return text
+del _name, _symbol, _inverse, _prio, _fn, _right, _f, _r
 
 
 class Atom(Expr):
+    """An expression that binds tightest (a name, a constant, an attribute, an item, a call)."""
+
     def __init__(self) -> None:
         super().__init__(_ATOM)
 
@@ -189,7 +213,7 @@ class Constant(Atom):
         self.value = value
 
     def __str__(self) -> str:
-        return _format_value(self.value)
+        return _repr(self.value)
 
     def eval(self) -> Any:
         return self.value
@@ -210,106 +234,113 @@ class Variable(Atom):
         return self.value
 
 
-class Member(Atom):
-    """`obj.name` on an expression."""
+class GetAttr(Atom):
+    """`obj.name` on an expression; the name may be a str, a Constant str or an expression."""
 
-    def __init__(self, obj: Expr, name: str) -> None:
+    def __init__(self, obj: Any, name: Any) -> None:
         super().__init__()
         self.obj = obj
         self.name = name
 
     def __str__(self) -> str:
-        return f"{_str_operand(self.obj, _ATOM, False)}.{self.name}"
+        if isinstance(self.name, str):
+            return f"{_repr(self.obj)}.{self.name}"
+        if isinstance(self.name, Constant) and isinstance(self.name.value, str):
+            return f"{_repr(self.obj)}.{self.name.value}"
+        return f"getattr({_repr(self.obj)}, {_repr(self.name)})"
 
     def eval(self) -> Any:
-        return getattr(_eval_expr(self.obj), self.name)
-
-
-def _format_key(key: Any) -> str:
-    if isinstance(key, slice):
-        parts = ["" if v is None else _format_key(v) for v in (key.start, key.stop)]
-        text = ":".join(parts)
-        if key.step is not None:
-            text += ":" + _format_key(key.step)
-        return text
-    if isinstance(key, tuple):
-        return ", ".join(_format_key(k) for k in key)
-    if key is Ellipsis:
-        return "..."
-    return str(key) if isinstance(key, Expr) else _format_value(key)
-
-
-def _eval_key(key: Any) -> Any:
-    if isinstance(key, slice):
-        return slice(_eval_expr(key.start), _eval_expr(key.stop), _eval_expr(key.step))
-    if isinstance(key, tuple):
-        return tuple(_eval_key(k) for k in key)
-    return _eval_expr(key)
+        return getattr(_eval_expr(self.obj), _eval_expr(self.name))
 
 
 class GetItem(Atom):
-    """`obj[key]` on an expression (the key may be an int, a slice or an expression)."""
+    """`obj[key]` on an expression (the key may be an int, a slice, a tuple or an expression)."""
 
-    def __init__(self, obj: Expr, key: Any) -> None:
+    def __init__(self, obj: Any, key: Any) -> None:
         super().__init__()
         self.obj = obj
         self.key = key
 
     def __str__(self) -> str:
-        return f"{_str_operand(self.obj, _ATOM, False)}[{_format_key(self.key)}]"
+        return f"{_repr(self.obj)}[{_str_subscript(self.key)}]"
 
     def eval(self) -> Any:
-        return _eval_expr(self.obj)[_eval_key(self.key)]
+        return _eval_expr(self.obj)[_eval_expr(self.key)]
 
 
 class Call(Atom):
     """`fn(*args)` on an expression, evaluated lazily."""
 
-    def __init__(self, obj: Expr, args: Sequence[Any]) -> None:
+    def __init__(self, obj: Any, args: tuple) -> None:
+        if not isinstance(args, tuple):
+            raise AssertTypeError(f"type_check.Call: args must be a tuple, got {type(args).__name__}.")
         super().__init__()
         self.obj = obj
-        self.args = tuple(args)
+        self.args = args
 
     def __str__(self) -> str:
-        args = ", ".join(str(a) if isinstance(a, Expr) else _format_value(a) for a in self.args)
-        return f"{_str_operand(self.obj, _ATOM, False)}({args})"
+        return f"{_repr(self.obj)}({', '.join(_repr(a) for a in self.args)})"
 
     def eval(self) -> Any:
         return _eval_expr(self.obj)(*[_eval_expr(a) for a in self.args])
 
 
 class UnaryOperator(Expr):
-    def __init__(self, priority: int, symbol: str, term: Any, fn: Callable) -> None:
-        super().__init__(priority)
-        self.symbol = symbol
-        self.term = term
-        self.fn = fn
+    """`exp term` (for example `-x`), parenthesising a term that binds looser."""
 
-    def __str__(self) -> str:
-        return f"{self.symbol}{_str_operand(self.term, self.priority, False)}"
+    def __init__(self, priority: int, term: Any, exp: str, func: Callable) -> None:
+        super().__init__(priority)
+        self.term = term
+        self.exp = exp
+        self.func = func
 
     def eval(self) -> Any:
-        return self.fn(_eval_expr(self.term))
+        return self.func(_eval_expr(self.term))
+
+    def __str__(self) -> str:
+        text = _repr(self.term)
+        if isinstance(self.term, Expr) and self.term.priority < self.priority:
+            text = f"({text})"
+        return self.exp + text
 
 
 class BinaryOperator(Expr):
+    """`lhs exp rhs`, parenthesising operands as Python's precedence and associativity need."""
+
     def __init__(
-        self, priority: int, lhs: Any, rhs: Any, symbol: str, fn: Callable, right_assoc: bool = False
+        self, priority: int, lhs: Any, rhs: Any, exp: str, func: Callable,
+        right_associative: bool = False,
     ) -> None:
         super().__init__(priority)
         self.lhs = lhs
         self.rhs = rhs
-        self.symbol = symbol
-        self.fn = fn
-        self.right_assoc = right_assoc
+        self.exp = exp
+        self.func = func
+        self.right_associative = right_associative
 
-    def __str__(self) -> str:
-        left = _str_operand(self.lhs, self.priority, self.right_assoc)
-        right = _str_operand(self.rhs, self.priority, not self.right_assoc)
-        return f"{left} {self.symbol} {right}"
+    def _eval_left(self) -> Any:
+        return _eval_expr(self.lhs)
+
+    def _eval_right(self) -> Any:
+        return _eval_expr(self.rhs)
 
     def eval(self) -> Any:
-        return self.fn(_eval_expr(self.lhs), _eval_expr(self.rhs))
+        return self.func(self._eval_left(), self._eval_right())
+
+    def __str__(self) -> str:
+        left = _repr(self.lhs)
+        if isinstance(self.lhs, Expr) and (
+            self.priority > self.lhs.priority
+            or (self.right_associative and self.priority == self.lhs.priority)
+        ):
+            left = f"({left})"
+        right = _repr(self.rhs)
+        if isinstance(self.rhs, Expr) and (
+            self.priority > self.rhs.priority
+            or (not self.right_associative and self.priority == self.rhs.priority)
+        ):
+            right = f"({right})"
+        return f"{left} {self.exp} {right}"
 
 
 class Testable:
@@ -322,39 +353,47 @@ class Testable:
 class BoolBinaryOperator(BinaryOperator, Testable):
     """A comparison; when false it reports the values with the opposite operator (3 != 2)."""
 
-    def __init__(self, symbol: str, lhs: Any, rhs: Any, inverse: str, fn: Callable) -> None:
-        super().__init__(_COMPARE, lhs, rhs, symbol, fn)
-        self.inverse = inverse
+    def __init__(self, lhs: Any, rhs: Any, exp: str, inv: str, func: Callable) -> None:
+        super().__init__(_COMPARE, lhs, rhs, exp, func)
+        self.inv = inv
 
     def expect(self) -> None:
-        left = _eval_expr(self.lhs)
-        right = _eval_expr(self.rhs)
-        if not self.fn(left, right):
-            raise InvalidType(
-                str(self), f"{_format_value(left)} {self.inverse} {_format_value(right)}"
-            )
+        left = self._eval_left()
+        right = self._eval_right()
+        if not self.func(left, right):
+            # Written with str(), as Chainer does: numpy.float32 shows as <class 'numpy.float32'>.
+            raise InvalidType(f"{self.lhs} {self.exp} {self.rhs}", f"{left} {self.inv} {right}")
 
 
-def get_types(data: Sequence[Any], name: str, accept_none: bool) -> TypeInfoTuple:
-    """The TypeInfoTuple of arrays, each a Variable named '<name>[i]'."""
-    infos = []
-    for i, a in enumerate(data):
-        label = f"{name}[{i}]"
-        if a is None:
-            if not accept_none:
-                raise InvalidType(f"{label} is an array", f"{label} is None")
-            infos.append(Variable(None, label))
-            continue
-        if not hasattr(a, "shape") or not hasattr(a, "dtype"):
-            raise InvalidType(f"{label} is an array", f"{label} is {type(a).__name__}")
-        infos.append(Variable(TypeInfo(a.shape, a.dtype), label))
-    tup = TypeInfoTuple(infos)
-    tup.name = name
-    return tup
+def _get_type(name: str, index: int, array: Any, accept_none: bool) -> Variable:
+    label = f"{name}[{index}]"
+    if accept_none and array is None:
+        return Variable(TypeInfo((), None), label)
+    if not hasattr(array, "shape") or not hasattr(array, "dtype"):
+        raise AssertTypeError(
+            f"type_check: {label} must be a numpy or cupy array, got {type(array).__name__}"
+            + (" (a Variable without data?)" if array is None else "") + "."
+        )
+    return Variable(TypeInfo(array.shape, array.dtype), label)
+
+
+def get_types(data: tuple, name: str, accept_none: bool) -> TypeInfoTuple:
+    """The TypeInfoTuple of a tuple of arrays, each a Variable named '<name>[i]'."""
+    if not isinstance(data, tuple):
+        raise AssertTypeError(
+            f"type_check.get_types: data must be a tuple of arrays, got {type(data).__name__}."
+        )
+    info = TypeInfoTuple(_get_type(name, i, x, accept_none) for i, x in enumerate(data))
+    info.name = name
+    return info
 
 
 def expect(*bool_exprs: Any) -> None:
-    """Test each condition in order; raise InvalidType at the first that does not hold."""
+    """Test each condition in order; raise InvalidType at the first that does not hold.
+
+    Conditions are comparisons of expressions (Testable); plain bools and other expressions
+    are accepted too and reported as written.
+    """
     for cond in bool_exprs:
         if isinstance(cond, Testable):
             cond.expect()
@@ -365,13 +404,13 @@ def expect(*bool_exprs: Any) -> None:
             if not cond:
                 raise InvalidType("a condition that holds", "False")
         else:
-            raise TypeError(
+            raise AssertTypeError(
                 f"type_check.expect: expected comparisons on type expressions (such as "
                 f"x_type.ndim == 2) or bools, got {type(cond).__name__}: {cond!r}."
             )
 
 
-def eval(exp: Any) -> Any:  # noqa: A001 - mirrors chainer.utils.type_check.eval
+def eval(exp: Any) -> Any:  # noqa: A001 - later Chainer's type_check.eval
     """The value of an expression (plain values are returned as they are)."""
     return _eval_expr(exp)
 

@@ -19,9 +19,11 @@ class LinearFunction(function.Function):
         n_in = in_types.size()
         type_check.expect(2 <= n_in, n_in <= 3)
         x_type, w_type = in_types[:2]
+        # x must have W's dtype; written with W's scalar type so that for float32 weights the
+        # message is Chainer 1.7.2's ("in_types[0].dtype == <class 'numpy.float32'>").
         type_check.expect(
-            x_type.dtype.kind == "f",
-            w_type.dtype == x_type.dtype,
+            x_type.dtype == w_type.dtype.eval().type,
+            w_type.dtype.kind == "f",
             x_type.ndim >= 2,
             w_type.ndim == 2,
             type_check.prod(x_type.shape[1:]) == w_type.shape[1],
