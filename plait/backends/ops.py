@@ -327,24 +327,26 @@ class Ops(ConvOps):
         return result
 
     def unflatten(self, X: ArrayXd, lengths: Ints1d, pad: int = 0) -> List[ArrayXd]:
-        """Split a flattened array back into pieces of the given lengths (skipping `pad` rows around each)."""
+        """Split a flattened array back into pieces of the given lengths (skipping `pad` rows before each).
+
+        NOTE: as in Thinc, the pieces are cut at the running sums of the lengths: rows after
+        the last piece are dropped, and lengths that run past X give shorter (or empty) pieces.
+        """
         check_array("unflatten", "X", X, min_ndim=1)
-        values = check_lengths("unflatten", self.asarray(lengths), None, allow_zero=True)
+        lens = self.to_numpy(self.asarray(lengths))
+        check_array("unflatten", "lengths", lens, ndim=1, kind="i")
         pad = int(pad)
-        nonempty = sum(1 for v in values if v)
-        expected = sum(values) + (pad * (nonempty + 1) if pad and nonempty else 0)
-        if expected != X.shape[0]:
-            raise ValueError(
-                f"Ops.unflatten: 'X' has {X.shape[0]} rows but 'lengths' (sum {sum(values)}) with "
-                f"pad={pad} describes {expected}."
-            )
+        lens = lens.astype("int64")
+        if pad > 0:
+            lens = numpy.where(lens > 0, lens + pad, 0)
+        ends = numpy.cumsum(lens).tolist()
         out: List[ArrayXd] = []
         start = 0
-        for length in values:
-            if pad and length:
-                start += pad
-            out.append(X[start : start + length])
-            start += length
+        for end in ends:
+            # Slices as numpy.split cuts them (Thinc's implementation), negative bounds included.
+            piece = X[start:end]
+            out.append(piece[pad:] if pad > 0 else piece)
+            start = end
         return out
 
     def pad(self, seqs: Union[List[Ints2d], List[Floats2d]], round_to: int = 1) -> Array3d:
@@ -381,23 +383,18 @@ class Ops(ConvOps):
         return out
 
     def unpad(self, padded: Union[Floats3d, Ints3d], lengths: List[int]) -> Union[List2d, ListXd]:
-        """Cut each row of a padded batch back to its length.  (nB, nL, ...) -> [(length, ...), ...]"""
+        """Cut each row of a padded batch back to its length.  (nB, nL, ...) -> [(length, ...), ...]
+
+        NOTE: as in Thinc, row i is cut as padded[i, :lengths[i]]: fewer lengths than rows leave
+        the last rows out, and lengths past nL (or negative ones) slice as Python does.
+        """
         check_array("unpad", "padded", padded, min_ndim=2)
-        if len(lengths) != padded.shape[0]:
-            raise ValueError(
+        if len(lengths) > padded.shape[0]:
+            raise IndexError(
                 f"Ops.unpad: got {len(lengths)} lengths for a batch of {padded.shape[0]} sequences "
-                f"('padded' has shape {tuple(padded.shape)})."
+                f"('padded' has shape {tuple(padded.shape)}); pass one length per row of 'padded'."
             )
-        out = []
-        for i, length in enumerate(lengths):
-            length = int(length)
-            if length < 0 or length > padded.shape[1]:
-                raise ValueError(
-                    f"Ops.unpad: lengths[{i}] = {length} is outside 0..{padded.shape[1]} "
-                    f"('padded' has shape {tuple(padded.shape)})."
-                )
-            out.append(padded[i, :length])
-        return out
+        return [padded[i, : int(length)] for i, length in enumerate(lengths)]
 
     def list2padded(self, seqs: Union[List[Floats2d], List[Ints2d]]) -> Padded:
         """Pack 2d sequences into a time-major Padded batch, longest first."""

@@ -165,6 +165,32 @@ def test_backprop_maxout_with_no_pieces(ops):
         ops.backprop_maxout(ops.asarray(_f(1, 2)), ops.alloc2i(1, 2), 0)
 
 
+# --- unflatten and unpad: cut where the lengths say, as Thinc does -----------------------------
+
+
+@pytest.mark.parametrize("pad", [0, 1])
+def test_unflatten_cuts_at_the_running_sums_of_the_lengths(ops, pad):
+    X = ops.asarray(_f(9, 2))
+    whole = _f(9, 2)
+    for lengths in ([2, 2], [3, 0, 9], []):
+        pieces = ops.unflatten(X, ops.asarray1i(lengths), pad=pad)
+        assert len(pieces) == len(lengths)
+        start = 0
+        for length, piece in zip(lengths, pieces):
+            if pad and length:
+                start += pad
+            numpy.testing.assert_array_equal(_np(ops, piece), whole[start : start + length])
+            start += length
+
+
+def test_unpad_slices_each_row_as_python_does(ops):
+    padded = ops.asarray(_f(3, 4, 2))
+    pieces = ops.unpad(padded, [2, 6])
+    assert [p.shape for p in pieces] == [(2, 2), (4, 2)]
+    with pytest.raises(IndexError, match="4 lengths for a batch of 3"):
+        ops.unpad(padded, [1, 1, 1, 1])
+
+
 # --- allocation and padding --------------------------------------------------------------------
 
 
@@ -203,6 +229,12 @@ _CASES = [
     *[(f"bp-maxout-{dt}", "backprop_maxout", (_f(2, 2, dtype=dt), _i([[1, 0], [2, 1]]), 3)) for dt in FLOATS],
     ("bp-maxout-past", "backprop_maxout", (_f(2, 2), _i([[1, 0], [3, 1]]), 3)),
     ("pad-round-0", "pad", ([_f(2, 2), _f(3, 2)], 0)),
+    *[(f"unflatten-{label}-pad{pad}", "unflatten", (_f(7, 2), _i(L), pad))
+      for label, L in [("exact", [3, 0, 4]), ("short", [2, 2]), ("past", [3, 6]), ("negative", [3, -1, 2])]
+      for pad in (0, 1)],
+    *[(f"unpad-{label}", "unpad", (_f(3, 4, 2), L))
+      for label, L in [("exact", [2, 4, 1]), ("fewer", [2, 2]), ("longer", [2, 6]), ("negative", [2, -1]),
+                       ("more", [1, 1, 1, 1])]],
     ("alloc1f-uint64", "alloc1f", (3,), {"dtype": "uint64"}),
     ("alloc1i-float32", "alloc1i", (3,), {"dtype": "float32"}),
     ("alloc-None", "alloc", ((2,),), {"dtype": None}),
@@ -215,7 +247,7 @@ def _run(ops, name, args, kwargs):
         out = getattr(ops, name)(*args, **kwargs)
     except Exception as err:  # noqa: BLE001 - the outcome is compared
         return err
-    return out if isinstance(out, tuple) else (out,)
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
 @pytest.mark.parametrize("backend", ["Ops", "NumpyOps"])
