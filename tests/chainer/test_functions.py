@@ -283,3 +283,23 @@ def test_function_classes_are_exported_under_chainer_module_paths():
     assert hasattr(basic_math, "install_variable_arithmetics")
     # The old name of the Linear link stays in functions.
     assert F.Linear is chainer.links.Linear
+
+
+def test_basic_math_labels_and_reflected_variable_operands():
+    from plait.chainer.functions.math import basic_math
+
+    assert basic_math._convert_value_to_string(-2) == "(-2)"
+    assert basic_math._convert_value_to_string(numpy.float32(2)) == "2.0"
+    assert basic_math._convert_value_to_string(Variable(numpy.zeros(2, "f"))) == "constant array"
+    assert basic_math.SubFromConstant(2.0).label == "2.0 - _"
+    assert basic_math.PowConstVar(-1.5).label == "(-1.5) ** _"
+    a = Variable(numpy.array([3.0, 4.0], "f"))
+    b = Variable(numpy.array([1.0, 2.0], "f"))
+    # __rsub__ and friends called with a Variable (as `b.__rsub__(a)`) compute a - b etc.
+    numpy.testing.assert_array_equal(b.__rsub__(a).data, [2.0, 2.0])
+    numpy.testing.assert_array_equal(b.__rtruediv__(a).data, [3.0, 2.0])
+    numpy.testing.assert_allclose(b.__rpow__(a).data, [3.0, 16.0])
+    with pytest.raises(NotImplementedError):
+        a < b  # noqa: B015
+    with pytest.raises(NotImplementedError):
+        bool(a)

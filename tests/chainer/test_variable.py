@@ -394,8 +394,11 @@ def test_copy_keeps_graph_and_pickle_drops_it():
 
 def test_operators_reject_unknown_operands():
     x = Variable(numpy.ones(2, "f"))
-    with pytest.raises(TypeError, match="must be a scalar, a numpy/cupy array or a Variable"):
+    # Chainer 1.7.2 raises ValueError for a list or tuple operand.
+    with pytest.raises(ValueError, match="must be a scalar, a numpy/cupy array or a Variable"):
         x * [1, 2]
+    with pytest.raises(ValueError, match="must be a scalar, a numpy/cupy array or a Variable"):
+        (1.0, 2.0) - x
     with pytest.raises(Exception, match="does not broadcast to the variable's shape"):
         x + numpy.ones((3, 2), "f")
 

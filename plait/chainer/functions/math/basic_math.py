@@ -15,18 +15,36 @@ from ...variable import Variable
 _fa = utils.force_array
 
 
+def _is_array(value: Any) -> bool:
+    if isinstance(value, numpy.ndarray):
+        return True
+    from ....util import is_cupy_array
+
+    return is_cupy_array(value)
+
+
 def _check_constant_type(value: Any) -> None:
     if numpy.isscalar(value) and not isinstance(value, (str, bytes)):
         return
-    if isinstance(value, numpy.ndarray):
+    if _is_array(value):
         return
-    from ....util import is_cupy_array
-
-    if is_cupy_array(value):
-        return
-    raise TypeError(
+    raise ValueError(
         f"Variable arithmetic: the other operand must be a scalar, a numpy/cupy array or a "
-        f"Variable, got {type(value).__name__}."
+        f"Variable, got {type(value).__name__}. Wrap lists and tuples with numpy.asarray(...)."
+    )
+
+
+def _convert_value_to_string(value: Any) -> str:
+    """How a constant appears in a function's label: '2.0', '(-2)' or 'constant array'."""
+    if isinstance(value, Variable):
+        value = value.data
+    if numpy.isscalar(value):
+        return f"({value})" if value < 0 else str(value)
+    if _is_array(value):
+        return "constant array"
+    raise ValueError(
+        f"Variable arithmetic: a constant must be a scalar, an array or a Variable, got "
+        f"{type(value).__name__}."
     )
 
 
@@ -50,8 +68,7 @@ def _preprocess_const(x: Any, value: Any) -> Any:
     return value
 
 
-def _const_label(value: Any) -> str:
-    return str(value) if numpy.isscalar(value) else "constant"
+_const_label = _convert_value_to_string
 
 
 class _Unary(function.Function):
@@ -195,7 +212,9 @@ class DivFromConstant(_Unary):
 
     @property
     def label(self) -> str:
-        return f"{_const_label(self.value)} / _"
+        # NOTE: Chainer 1.7.2 labels c / x as '_ / c' (its tests assert it); kept for graphs
+        # and hooks that match on labels.
+        return f"_ / {_const_label(self.value)}"
 
     def check_type_forward(self, in_types: Any) -> None:
         type_check.expect(in_types.size() == 1)
@@ -295,6 +314,8 @@ def sub(lhs: Any, rhs: Any) -> Any:
 
 
 def rsub(lhs: Any, rhs: Any) -> Any:
+    if isinstance(rhs, Variable):
+        return Sub()(rhs, lhs)
     _check_constant_type(rhs)
     return SubFromConstant(rhs)(lhs)
 
@@ -315,6 +336,8 @@ def div(lhs: Any, rhs: Any) -> Any:
 
 
 def rdiv(lhs: Any, rhs: Any) -> Any:
+    if isinstance(rhs, Variable):
+        return Div()(rhs, lhs)
     _check_constant_type(rhs)
     return DivFromConstant(rhs)(lhs)
 
@@ -327,6 +350,8 @@ def pow(lhs: Any, rhs: Any) -> Any:  # noqa: A001 - the name of the operator it 
 
 
 def rpow(lhs: Any, rhs: Any) -> Any:
+    if isinstance(rhs, Variable):
+        return PowVarVar()(rhs, lhs)
     _check_constant_type(rhs)
     return PowConstVar(rhs)(lhs)
 
