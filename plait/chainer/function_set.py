@@ -1,11 +1,20 @@
 """FunctionSet (deprecated since Chainer 1.5): a Chain whose links are set as attributes."""
 import warnings
-from typing import Any, Iterable, Tuple
+from typing import Any, Iterable, Sequence, Tuple
 
+from ._errors import AssertValueError
 from .link import Chain, Link
-from .variable import _converted, _copy_into
+from .variable import _copy_into
 
 __all__ = ["FunctionSet"]
+
+
+def _check_count(what: str, arrays: Sequence[Any], params: list) -> None:
+    if len(arrays) != len(params):
+        raise AssertValueError(
+            f"FunctionSet.{what}: got {len(arrays)} arrays for {len(params)} parameters; give one "
+            f"per parameter, in params() order."
+        )
 
 
 class FunctionSet(Chain):
@@ -54,8 +63,12 @@ class FunctionSet(Chain):
         return tuple(p.data for p in self.params())
 
     @parameters.setter
-    def parameters(self, params: Iterable[Any]) -> None:
-        self.copy_parameters_from(params)
+    def parameters(self, params: Sequence[Any]) -> None:
+        # As in Chainer: the arrays themselves become the parameters' data (no copy).
+        mine = list(self.params())
+        _check_count("parameters", params, mine)
+        for param, array in zip(mine, params):
+            param.data = array
 
     @property
     def gradients(self) -> Tuple[Any, ...]:
@@ -63,20 +76,16 @@ class FunctionSet(Chain):
         return tuple(p.grad for p in self.params())
 
     @gradients.setter
-    def gradients(self, grads: Iterable[Any]) -> None:
-        for param, g in zip(self.params(), grads):
-            if param.grad is None:
-                param.grad = _converted(g, param.data).copy()
-            else:
-                _copy_into(param._writable_grad(), g, "FunctionSet.gradients")
+    def gradients(self, grads: Sequence[Any]) -> None:
+        mine = list(self.params())
+        _check_count("gradients", grads, mine)
+        for param, g in zip(mine, grads):
+            param.grad = g
 
     def copy_parameters_from(self, params: Iterable[Any]) -> None:
-        """Copy arrays (in params() order) into the parameters without reallocating them."""
-        params = list(params)
-        mine = list(self.params())
-        if len(params) != len(mine):
-            raise ValueError(
-                f"FunctionSet.copy_parameters_from: got {len(params)} arrays for {len(mine)} parameters."
-            )
-        for param, src in zip(mine, params):
+        """Copy arrays (in params() order) into the parameters without reallocating them.
+
+        As in Chainer, the two sequences are paired up to the shorter one.
+        """
+        for param, src in zip(self.params(), params):
             _copy_into(param.data, src, "FunctionSet.copy_parameters_from")

@@ -66,7 +66,8 @@ class Link:
         self.__dict__[name] = value
 
     def copy(self) -> "Link":
-        """A copy of the hierarchy whose parameter Variables are new but share data and grad arrays."""
+        """A copy of the hierarchy whose parameter Variables are new and share the data arrays
+        (their grads start as None, as in Chainer 1.7.2); the copy has no name."""
         ret = _copy.copy(self)
         ret._params = list(self._params)
         ret._persistent = list(self._persistent)

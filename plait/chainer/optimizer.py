@@ -36,8 +36,8 @@ class Optimizer:
         """Set the link to optimize and create fresh states for all its parameters (hooks are reset)."""
         if not isinstance(link, Link):
             raise TypeError(
-                f"{type(self).__name__}.setup: expected a Link (a Chain, ChainList or "
-                f"FunctionSet), got {type(link).__name__}."
+                f"{type(self).__name__}.setup: optimization target must be a link (a Link, "
+                f"Chain, ChainList or FunctionSet), got {type(link).__name__}."
             )
         self.target = link
         self.t = 0
@@ -122,20 +122,10 @@ class Optimizer:
         """Save or load t, epoch and the per-parameter states (not the parameters themselves)."""
         self.t = serializer("t", self.t)
         self.epoch = serializer("epoch", self.epoch)
-        from .serializers import Deserializer
-
-        loading = isinstance(serializer, Deserializer)
         for name, state in self._states.items():
             sub = serializer[name[1:]]
-            # Chainer >= 2 keeps an update count per parameter ('<path>/t'): it is written too,
-            # so that newer Chainer can load the file, and read back only when present.
-            if loading:
-                try:
-                    sub("t", self.t)
-                except KeyError:
-                    pass
-            else:
-                sub("t", self.t)
+            # Chainer 1.7.2's layout: '<path>/<state key>' only (Chainer >= 2 adds '<path>/t',
+            # which a file from it may have and which is then simply not read).
             for key in state:
                 state[key] = sub(key, state[key])
 

@@ -159,9 +159,9 @@ class Variable:
         self.name = name
 
     def __copy__(self) -> "Variable":
-        new = type(self).__new__(type(self))
-        new.__dict__.update(self.__dict__)
-        return new
+        # As in Chainer (whose Variable pickles and copies as Variable(data, volatile, name)):
+        # a shallow copy shares the data array and starts without grad and without creator.
+        return Variable(self.data, volatile=self._volatile, name=self.name)
 
     def __getstate__(self) -> dict:
         # The graph holds weak references, which cannot be pickled: a pickled (or deep-copied)

@@ -252,7 +252,7 @@ def test_setup_is_required():
         opt.add_hook(WeightDecay(0.1))
     with pytest.raises(RuntimeError, match="no target; call setup"):
         opt.update()
-    with pytest.raises(TypeError, match="expected a Link"):
+    with pytest.raises(TypeError, match="optimization target must be a link"):
         opt.setup([1, 2])
 
 
@@ -303,7 +303,7 @@ def test_optimizer_serialization_roundtrip(tmp_path):
     chainer.serializers.save_npz(str(path), opt)
     with numpy.load(path) as f:
         keys = set(f.files)
-        assert {"t", "epoch", "w/m", "w/v", "b/m", "b/v", "w/t", "b/t"} == keys
+        assert {"t", "epoch", "w/m", "w/v", "b/m", "b/v"} == keys  # Chainer 1.7.2's keys
         assert int(f["t"]) == 2 and int(f["epoch"]) == 1
     fresh = optimizers.Adam()
     fresh.setup(_model())

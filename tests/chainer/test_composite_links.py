@@ -259,16 +259,18 @@ def test_inceptionbn_children_follow_the_configuration():
     assert all(getattr(m, c).b is None for c in ("conv1", "proj3", "conv3", "proj33", "conv33a", "conv33b", "poolp"))
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(out1=2, pooltype="max", proj_pool=2, stride=2), "stride"),
-    (dict(out1=2, pooltype="max", proj_pool=None), "proj_pool"),
-    (dict(out1=0, pooltype="min", proj_pool=2), "pooltype"),
-    (dict(out1=-1, pooltype="max", proj_pool=2), "out1"),
-    (dict(out1=0, pooltype="avg", proj_pool=0), "proj_pool"),
-    (dict(out1=0, pooltype="avg", proj_pool=2, stride=0), "stride"),
+# Error types as in Chainer 1.7.2: it asserts the 1x1-path conditions (plait's error is also
+# a ValueError) and raises NotImplementedError for an unknown pooltype.
+@pytest.mark.parametrize("kwargs, match, error", [
+    (dict(out1=2, pooltype="max", proj_pool=2, stride=2), "stride", AssertionError),
+    (dict(out1=2, pooltype="max", proj_pool=None), "proj_pool", AssertionError),
+    (dict(out1=0, pooltype="min", proj_pool=2), "pooltype", NotImplementedError),
+    (dict(out1=-1, pooltype="max", proj_pool=2), "out1", ValueError),
+    (dict(out1=0, pooltype="avg", proj_pool=0), "proj_pool", ValueError),
+    (dict(out1=0, pooltype="avg", proj_pool=2, stride=0), "stride", ValueError),
 ])
-def test_inceptionbn_rejects_bad_configurations(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+def test_inceptionbn_rejects_bad_configurations(kwargs, match, error):
+    with pytest.raises(error, match=match):
         InceptionBN(3, proj3=2, out3=2, proj33=2, out33=2, **kwargs)
 
 

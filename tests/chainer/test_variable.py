@@ -382,11 +382,14 @@ def test_addgrad_and_copydata():
     assert a.data is not b.data
 
 
-def test_copy_keeps_graph_and_pickle_drops_it():
-    x = Variable(numpy.ones(2))
+def test_copy_and_pickle_drop_the_graph():
+    x = Variable(numpy.ones(2), name="x")
     y = x * 2.0
+    y.grad = numpy.ones(2)
     c = copy.copy(y)
-    assert c.creator is y.creator and c.data is y.data
+    # As in Chainer 1.7.2: Variable(data, volatile, name), sharing the data array.
+    assert c.creator is None and c.data is y.data and c.grad is None
+    assert copy.copy(x).name == "x"
     p = pickle.loads(pickle.dumps(y))
     assert p.creator is None
     numpy.testing.assert_allclose(p.data, y.data)

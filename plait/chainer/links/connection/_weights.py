@@ -10,6 +10,7 @@ from typing import Any, Tuple
 import numpy
 
 from ... import variable
+from ..._errors import AssertValueError
 
 
 def check_positive(where: str, name: str, value: Any, allow_none: bool = False) -> None:
@@ -25,7 +26,8 @@ def fill(where: str, param: Any, name: str, value: Any) -> None:
     """Copy an initial value (scalar or array of the param's shape) into a param."""
     value = numpy.asarray(value) if isinstance(value, (list, tuple)) else value
     if hasattr(value, "shape") and value.ndim and tuple(value.shape) != param.data.shape:
-        raise ValueError(
+        # Chainer asserts the shape of an initial value (Bilinear) or fails to broadcast it.
+        raise AssertValueError(
             f"{where}: initial value for {name} has shape {tuple(value.shape)}, expected {param.data.shape}."
         )
     param.data[...] = value

@@ -5,6 +5,7 @@ from typing import Any
 import numpy
 
 from ... import link
+from ..._errors import AssertValueError
 from ...functions.connection import bilinear as _bilinear
 from . import _weights as _w
 
@@ -30,15 +31,14 @@ class Bilinear(link.Link):
         for name, value in (("left_size", left_size), ("right_size", right_size), ("out_size", out_size)):
             _w.check_positive("Bilinear", name, value)
         J, K, L = int(left_size), int(right_size), int(out_size)
+        self.in_sizes = (J, K)
         self.nobias = nobias
         self.add_param("W", (J, K, L))
         if initialW is None:
             initialW = numpy.random.normal(0, math.sqrt(1.0 / (J * K * L)), (J, K, L))
         _w.fill("Bilinear", self.W, "W", initialW)
         if nobias:
-            if initial_bias is not None:
-                raise ValueError("Bilinear: initial_bias was given together with nobias=True; drop one of them.")
-            return
+            return  # initial_bias is ignored, as in Chainer
         self.add_param("V1", (J, L))
         self.add_param("V2", (K, L))
         self.add_param("b", (L,))
@@ -49,7 +49,7 @@ class Bilinear(link.Link):
                 0,
             )
         elif not isinstance(initial_bias, (tuple, list)) or len(initial_bias) != 3:
-            raise ValueError(
+            raise AssertValueError(
                 f"Bilinear: initial_bias must be a tuple (V1, V2, b) of shapes {(J, L)}, {(K, L)}, "
                 f"{(L,)}; got {type(initial_bias).__name__} {initial_bias!r}."
             )

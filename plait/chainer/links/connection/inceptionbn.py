@@ -3,6 +3,7 @@ import numbers
 from typing import Any, Optional
 
 from ... import link
+from ..._errors import AssertValueError
 from ...functions.activation import relu as _relu
 from ...functions.array import concat as _concat
 from ...functions.pooling import average_pooling_2d as _avg_pool
@@ -36,14 +37,15 @@ class InceptionBN(link.Chain):
             _w.check_positive("InceptionBN", name, value)
         _w.check_positive("InceptionBN", "proj_pool", proj_pool, allow_none=True)
         if pooltype not in _POOLTYPES:
-            raise ValueError(f"InceptionBN: pooltype must be 'max' or 'avg', got {pooltype!r}.")
+            raise NotImplementedError(f"InceptionBN: pooltype must be 'max' or 'avg', got {pooltype!r}.")
+        # Chainer 1.7.2 asserts these two: the errors are ValueErrors and AssertionErrors.
         if out1 > 0 and stride != 1:
-            raise ValueError(
+            raise AssertValueError(
                 f"InceptionBN: the 1x1 path (out1={out1}) only exists at stride 1, got stride={stride!r}. "
                 f"Pass out1=0 for a strided block."
             )
         if out1 > 0 and proj_pool is None:
-            raise ValueError(
+            raise AssertValueError(
                 f"InceptionBN: a block with the 1x1 path (out1={out1}) needs a pooling projection; "
                 f"pass proj_pool=<int>, or out1=0."
             )
