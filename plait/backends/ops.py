@@ -1560,3 +1560,88 @@ class Ops(ConvOps):
             raise ValueError(f"Ops.position_encode: 'out' must have shape {(N, D)}, got {tuple(out.shape)}.")
         out[...] = self.asarray(table)
         return out
+
+
+# --- module-level functions of thinc.backends.ops ---------------------------------------------
+# Thinc's ops module also exposes these as plain functions; code written for it imports a few
+# (custom LSTM kernels, GELU variants). They run on the backend that owns the array.
+
+INV_SQRT2 = 0.7071067811865475
+INV_SQRT_2PI = 0.3989422804014327
+
+
+def _xp_of(arr: Any) -> Any:
+    from ..util import get_array_module
+
+    return get_array_module(arr)
+
+
+def _ops_of(arr: Any) -> "Ops":
+    from . import get_array_ops
+
+    return get_array_ops(arr)
+
+
+def sigmoid(X: FloatsXdT, out: Optional[FloatsXdT] = None) -> FloatsXdT:
+    """1 / (1 + exp(-X)), with X clipped to [-20, 20] first; written into `out` when given."""
+    xp = _xp_of(X)
+    Y = 1.0 / (1.0 + xp.exp(-xp.clip(X, -20.0, 20.0)))
+    if out is None:
+        return Y
+    out[...] = Y
+    return out
+
+
+def dsigmoid(Y: FloatsXdT) -> FloatsXdT:
+    """The sigmoid's derivative from its output Y: Y * (1 - Y)."""
+    return Y * (1.0 - Y)
+
+
+def dtanh(Y: FloatsXdT) -> FloatsXdT:
+    """tanh's derivative from its output Y: 1 - Y**2."""
+    return 1 - Y**2
+
+
+def gaussian_cdf(ops: "Ops", X: FloatsXdT) -> FloatsXdT:
+    """The standard normal CDF at X."""
+    return 0.5 * (1.0 + ops.erf(INV_SQRT2 * X))
+
+
+def gaussian_pdf(ops: "Ops", X: FloatsXdT) -> FloatsXdT:
+    """The standard normal density at X."""
+    return INV_SQRT_2PI * ops.xp.exp(-0.5 * X * X)
+
+
+def lstm_forward_training(
+    params: Floats1d, c_init: Floats3d, h_init: Floats3d, X: Floats2d, lengths: Ints1d
+) -> Tuple[Floats2d, Tuple]:
+    """Ops.lstm_forward_training as a function of the arrays, c_init being the initial cell
+    state and h_init the initial hidden state.
+
+    NOTE: Thinc's own module-level function is its reference (Ops) path, which computes
+    something else than Thinc's NumpyOps for the same weights (its Ops method also passes H0
+    where c_init goes). plait computes what Thinc's NumpyOps computes, everywhere.
+    """
+    return _ops_of(params).lstm_forward_training(params, h_init, c_init, X, lengths)
+
+
+def backprop_lstm(dY: Floats2d, lengths: Ints1d, params: Floats1d, fwd_state: Tuple) -> Tuple[Floats2d, Floats1d]:
+    """Ops.backprop_lstm as a function of the arrays."""
+    return _ops_of(params).backprop_lstm(dY, lengths, params, fwd_state)
+
+
+def backprop_lstm_gates(
+    dYt3: Floats2d, dCt3: Floats2d, Gt3: Floats2d, Ct3: Floats2d, Ct2: Floats2d
+) -> Tuple[Floats2d, Floats2d]:
+    """One LSTM step backwards. Gt3 holds the activated gates as four column blocks (forget,
+    input, output, candidate), Ct3 this step's cell and Ct2 the previous one. Returns the
+    gradient of the gates' pre-activations (same layout) and of Ct2. dCt3 is not modified."""
+    xp = _xp_of(dYt3)
+    hf, hi, ho, hc = xp.split(Gt3, 4, axis=-1)
+    tanh_c = xp.tanh(Ct3)
+    d_cell = dCt3 + dYt3 * ho * (1.0 - tanh_c * tanh_c)
+    d_f = d_cell * Ct2 * hf * (1.0 - hf)
+    d_i = d_cell * hc * hi * (1.0 - hi)
+    d_o = dYt3 * tanh_c * ho * (1.0 - ho)
+    d_c = d_cell * hi * (1.0 - hc * hc)
+    return xp.concatenate((d_f, d_i, d_o, d_c), axis=-1), d_cell * hf

@@ -105,3 +105,91 @@ def test_extra_search_softmax_and_max_violation():
     assert violation.cost == 0.0 and violation.p_hist == [] and violation.g_probs == []
     with pytest.raises(NotImplementedError, match="beam"):
         Beam(3, 2)
+
+
+def _own_names(module):
+    """The functions and classes a module defines itself, plus its __all__."""
+    import inspect
+
+    names = set(getattr(module, "__all__", []))
+    for name, value in vars(module).items():
+        if name.startswith("_"):
+            continue
+        if (inspect.isfunction(value) or inspect.isclass(value)) and value.__module__ == module.__name__:
+            names.add(name)
+    return names
+
+
+@pytest.mark.parametrize("name", [n for n in THINC_MODULES if n not in _NEEDS_MYPY])
+def test_module_level_functions_and_classes_of_thinc_exist(name):
+    # Differential: what each thinc module defines itself (not what it imports) exists in plait's.
+    try:
+        thinc_module = importlib.import_module(f"thinc.{name}")
+    except Exception as err:
+        pytest.skip(f"thinc.{name} not importable here: {err}")
+    if getattr(thinc_module, "__name__", "").startswith("plait"):
+        pytest.skip("thinc is served by plait in this process")
+    plait_module = importlib.import_module(f"plait.{name}")
+    missing = sorted(n for n in _own_names(thinc_module) if not hasattr(plait_module, n))
+    assert not missing, f"plait.{name} lacks {missing}"
+
+
+def test_module_level_lstm_gates_backprop_numerically():
+    import numpy
+
+    from plait.backends.ops import backprop_lstm_gates, dsigmoid, dtanh, sigmoid
+
+    rng = numpy.random.default_rng(0)
+    n, nO = 3, 4
+    A = rng.normal(size=(n, 4 * nO))  # gate pre-activations: forget, input, output, candidate
+    C2 = rng.normal(size=(n, nO))
+    dY = rng.normal(size=(n, nO))
+    dC = rng.normal(size=(n, nO))
+
+    def step(A):
+        f, i, o = (sigmoid(A[:, k * nO:(k + 1) * nO]) for k in range(3))
+        c = numpy.tanh(A[:, 3 * nO:])
+        C3 = f * C2 + i * c
+        return numpy.concatenate((sigmoid(A[:, :3 * nO]), c), axis=1), C3, numpy.tanh(C3) * o
+
+    G, C3, _ = step(A)
+    dC_before = dC.copy()
+    dA, dC2 = backprop_lstm_gates(dY, dC, G, C3, C2)
+    assert numpy.array_equal(dC, dC_before)
+
+    def loss(A, C2_=C2):
+        _, C3_, Y_ = step(A)
+        return float((Y_ * dY).sum() + (C3_ * dC).sum())
+
+    eps = 1e-6
+    numeric = numpy.zeros_like(A)
+    for idx in numpy.ndindex(A.shape):
+        Ap, Am = A.copy(), A.copy()
+        Ap[idx] += eps
+        Am[idx] -= eps
+        numeric[idx] = (loss(Ap) - loss(Am)) / (2 * eps)
+    numpy.testing.assert_allclose(dA, numeric, rtol=1e-5, atol=1e-7)
+    G_f = G[:, :nO]
+    numpy.testing.assert_allclose(dC2, (dC + dY * G[:, 2 * nO:3 * nO] * dtanh(numpy.tanh(C3))) * G_f, rtol=1e-10)
+    assert numpy.allclose(dsigmoid(sigmoid(A)), sigmoid(A) * (1 - sigmoid(A)))
+
+
+def test_module_level_lstm_functions_compute_what_the_ops_compute():
+    import numpy
+
+    from plait.backends import NumpyOps
+    from plait.backends._lstm import _n_params
+    from plait.backends.ops import backprop_lstm, lstm_forward_training
+
+    rng = numpy.random.default_rng(1)
+    depth, dirs, nO, nI = 2, 2, 3, 2
+    params = (rng.normal(size=_n_params(depth, dirs, nO, nI)) * 0.3).astype("f")
+    H0, C0 = (rng.normal(size=(depth, dirs, nO)).astype("f") for _ in range(2))
+    X = rng.normal(size=(5, nI)).astype("f")
+    lengths = numpy.array([2, 2, 1], dtype="int32")
+    Y, state = lstm_forward_training(params, C0, H0, X, lengths)
+    Y_ops, state_ops = NumpyOps().lstm_forward_training(params, H0, C0, X, lengths)
+    numpy.testing.assert_array_equal(Y, Y_ops)
+    dY = rng.normal(size=Y.shape).astype("f")
+    for got, want in zip(backprop_lstm(dY, lengths, params, state), NumpyOps().backprop_lstm(dY, lengths, params, state_ops)):
+        numpy.testing.assert_array_equal(got, want)
