@@ -184,8 +184,8 @@ def _good():
     (lambda xs, t: ([Variable(x.data.astype(numpy.int32)) for x in xs], t), r"in_types\[3\].dtype.kind == f"),
     (lambda xs, t: (xs[:2] + [Variable(numpy.zeros((2, 5)))], t), r"shape == "),
     (lambda xs, t: (xs[:2] + [Variable(xs[2].data.astype(numpy.float32))], t), r"dtype == "),
-    (lambda xs, t: (xs, t.astype(numpy.float32)), r"in_types\[0\].dtype.kind == i"),
-    (lambda xs, t: (xs, t[:1]), r"in_types\[3\].shape\[0\] == in_types\[0\].shape\[0\]"),
+    (lambda xs, t: (xs, t.astype(numpy.float32)), r"in_types\[2\].dtype.kind == i"),
+    (lambda xs, t: (xs, t[:1]), r"in_types\[3\].shape\[0\] == in_types\[2\].shape\[0\]"),
     (lambda xs, t: (xs, t[:, 0]), "ndim == 2"),
     (lambda xs, t: ([Variable(numpy.zeros((2, 4, 1)))] * 3, t), "ndim == 2"),
 ])
@@ -227,9 +227,10 @@ def test_infeasible_alignment_names_the_sample():
 
 def test_lengths_of_the_wrong_shape_or_kind():
     xs, t = _good()
-    with pytest.raises(type_check.InvalidType, match=r"in_types\[1\].shape\[0\] == in_types\[0\].shape\[0\]"):
+    # The function's inputs are (input_length, label_length, t, x_0, ...), as in Chainer 1.7.2.
+    with pytest.raises(type_check.InvalidType, match=r"in_types\[0\].shape\[0\] == in_types\[2\].shape\[0\]"):
         ctc(xs, t, 0, input_length=numpy.array([3, 3, 3], numpy.int32))
-    with pytest.raises(type_check.InvalidType, match=r"in_types\[2\].dtype.kind == i"):
+    with pytest.raises(type_check.InvalidType, match=r"in_types\[1\].dtype.kind == i"):
         ctc(xs, t, 0, label_length=numpy.array([2.0, 2.0]))
 
 

@@ -22,7 +22,9 @@ _NAME = "connectionist_temporal_classification"
 
 
 class ConnectionistTemporalClassification(function.Function):
-    """t (nB, nL) int, input_length (nB,) int, label_length (nB,) int, x_0..x_{nT-1} (nB, nV) -> () loss.
+    """input_length (nB,) int, label_length (nB,) int, t (nB, nL) int, x_0..x_{nT-1} (nB, nV) -> () loss.
+
+    The inputs come in Chainer 1.7.2's order (lengths, labels, then the steps' scores).
 
     The loss is the sum over the batch of -log p(t[b] | x[:, b]) divided by nB; only the x
     inputs receive gradients.
@@ -39,7 +41,7 @@ class ConnectionistTemporalClassification(function.Function):
 
     def check_type_forward(self, in_types: Any) -> None:
         type_check.expect(in_types.size() >= 4)
-        t_type, in_len_type, lab_len_type = in_types[:3]
+        in_len_type, lab_len_type, t_type = in_types[:3]
         x0 = in_types[3]
         # Scores and labels first: the lengths are filled in from them when not given.
         type_check.expect(
@@ -60,7 +62,7 @@ class ConnectionistTemporalClassification(function.Function):
             type_check.expect(x_type.dtype == x0.dtype, x_type.shape == x0.shape)
 
     def forward(self, inputs: tuple) -> tuple:
-        t, input_length, label_length = inputs[:3]
+        input_length, label_length, t = inputs[:3]
         xs = inputs[3:]
         xp = cuda.get_array_module(*xs)
         nT = len(xs)
@@ -115,4 +117,4 @@ def connectionist_temporal_classification(
     nL = t_data.shape[1] if getattr(t_data, "ndim", 0) == 2 else 0
     input_length = _lengths(input_length, len(x), nB, xp)
     label_length = _lengths(label_length, nL, nB, xp)
-    return ConnectionistTemporalClassification(blank_symbol)(t, input_length, label_length, *x)
+    return ConnectionistTemporalClassification(blank_symbol)(input_length, label_length, t, *x)

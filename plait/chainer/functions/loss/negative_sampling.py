@@ -45,7 +45,14 @@ class NegativeSamplingFunction(function.Function):
         )
 
     def _make_samples(self, t: Any, nV: int) -> Any:
-        """(nB, 1 + sample_size) int32 word IDs: column 0 the true words t, then the noise words."""
+        """(nB, 1 + sample_size) int32 word IDs: column 0 the true words t, then the noise words.
+
+        They are kept as `self.samples`, as in Chainer; a `samples` already set (on the instance,
+        or on the class, as Chainer's tests do to fix the noise words) is used as it is.
+        """
+        fixed = getattr(self, "samples", None)
+        if fixed is not None:
+            return fixed
         xp = cuda.get_array_module(t)
         shape = (int(t.shape[0]), self.sample_size + 1)
         # The sampler is asked for one column more than needed, as Chainer does, so that a
@@ -66,6 +73,7 @@ class NegativeSamplingFunction(function.Function):
                 f"must lie in 0..{nV - 1} (rows of W), got min {int(samples.min())}, max "
                 f"{int(samples.max())}."
             )
+        self.samples = samples
         return samples
 
     def forward(self, inputs: tuple) -> tuple:

@@ -34,7 +34,13 @@ class SpatialPyramidPooling2D(function.Function):
         self.pyramid_height = pyramid_height
         self.pooling_class = pooling_class
         self.use_cudnn = use_cudnn
-        self.levels = _levels(int(x_shape[2]), int(x_shape[3]), pyramid_height)
+        # x_shape is (c, h, w), the input's shape without the batch axis, as in Chainer; a full
+        # (n, c, h, w) shape is taken too.
+        if len(x_shape) not in (3, 4):
+            raise ValueError(
+                f"spatial_pyramid_pooling_2d: x_shape must be the input's (c, h, w), got {tuple(x_shape)!r}."
+            )
+        self.levels = _levels(int(x_shape[-2]), int(x_shape[-1]), pyramid_height)
 
     def check_type_forward(self, in_types: Any) -> None:
         type_check.expect(in_types.size() == 1)
@@ -75,4 +81,4 @@ def spatial_pyramid_pooling_2d(x: Any, pyramid_height: int, pooling_class: Any, 
     x (n, c, h, w) -> (n, c * sum(4**i for i in range(pyramid_height)), 1, 1)
     """
     shape = x.data.shape if isinstance(x, Variable) else x.shape
-    return SpatialPyramidPooling2D(shape, pyramid_height, pooling_class, use_cudnn)(x)
+    return SpatialPyramidPooling2D(shape[1:], pyramid_height, pooling_class, use_cudnn)(x)
