@@ -6,6 +6,7 @@ CuPy is imported lazily, on the first use of a GPU name (`cuda.cupy`, `cuda.ndar
 GPU paths raise a RuntimeError that says so.
 """
 import functools
+import warnings
 from typing import Any, Callable
 
 import numpy
@@ -13,7 +14,7 @@ import numpy
 from ..util import is_cupy_array
 
 __all__ = [
-    "available", "cudnn_enabled", "check_cuda_available", "get_device", "get_array_module",
+    "available", "cudnn_enabled", "check_cuda_available", "init", "get_device", "get_array_module",
     "to_cpu", "to_gpu", "copy", "elementwise", "reduce", "memoize", "DummyDevice",
     "DummyDeviceType", "empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like",
     "full", "full_like", "cupy", "ndarray", "Device", "Event", "Stream",
@@ -48,6 +49,17 @@ def __getattr__(name: str) -> Any:
         cp = _cupy()
         return getattr(cp.cuda, name) if cp is not None else None
     raise AttributeError(f"module 'plait.chainer.cuda' has no attribute {name!r}")
+
+
+def init(arg: Any = None) -> None:
+    """Deprecated (as in Chainer 1.7.2): nothing needs initialising; checks that CUDA is usable."""
+    warnings.warn(
+        "chainer.cuda.init is deprecated: nothing needs initialising. Call "
+        "cuda.check_cuda_available() to check that CUDA can be used.",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    check_cuda_available()
 
 
 def check_cuda_available() -> None:

@@ -251,3 +251,29 @@ def test_walker_alias_distribution():
         WalkerAlias([0, 0])
     with pytest.raises(ValueError, match="must be finite and >= 0"):
         WalkerAlias([1, -1])
+
+
+def test_type_check_nodes_have_chainers_signatures_and_priorities():
+    x, y = T.Variable(2, "x"), T.Variable(3, "y")
+    assert str(T.GetAttr(x, "real")) == "x.real" and T.GetAttr(x, "real").eval() == 2
+    assert str(T.GetAttr(x, T.Constant("imag"))) == "x.imag"
+    assert str(T.GetAttr(x, 3)) == "getattr(x, 3)"
+    assert str(T.BinaryOperator(8, x, y, "+", lambda a, b: a + b)) == "x + (y)"
+    assert str(T.BinaryOperator(8, x, y, "+", lambda a, b: a + b, True)) == "(x) + y"
+    assert str(T.UnaryOperator(9, x, "-", lambda a: -a)) == "-(x)"
+    cond = T.BoolBinaryOperator(x, y, "<", ">=", lambda a, b: a < b)
+    assert cond.eval() is True
+    assert (x | y).priority < (x ^ y).priority < (x & y).priority < (x << y).priority
+    assert (x + y).priority < (x * y).priority < (-x).priority < (x ** y).priority < x.priority
+    # ** is a power (Chainer 1.7.2 computed x % y here).
+    assert (x ** y).eval() == 8 and str(-x ** y) == "-x ** y" and str((-x) ** y) == "(-x) ** y"
+
+
+def test_type_check_lists_and_tuples_hold_expressions():
+    zero = T.Constant(0)
+    assert (T.Constant([0, 1]) == [zero, 1]).eval()
+    assert (T.Constant((0,)) == (zero,)).eval()
+    assert T._repr([[zero]]) == "[[0]]" and T._repr((zero,)) == "(0,)" and T._repr(()) == "()"
+    assert str(T.Call(T.Variable(sum, "sum"), ([1, zero],))) == "sum([1, 0])"
+    items = T.Variable([1, 2, 3], "v")
+    assert str(items[1:]) == "v[1:]" and str(items[..., 0]) == "v[..., 0]"
