@@ -1,4 +1,7 @@
-"""The flat Thinc-compatible surface: exactly the names of Thinc 8.3's thinc.api."""
+"""The flat Thinc-compatible surface: exactly the names of Thinc 8.3's thinc.api.
+
+The framework wrappers and shims load on first use of their names (plait.layers says why).
+"""
 from .backends import (
     CupyOps,
     get_current_ops,
@@ -48,7 +51,6 @@ from .layers import (
     HardSwishMobilenet,
     HardTanh,
     HashEmbed,
-    keras_subclass,
     LayerNorm,
     Linear,
     list2array,
@@ -60,18 +62,12 @@ from .layers import (
     Maxout,
     Mish,
     MultiSoftmax,
-    MXNetWrapper,
     noop,
     padded2list,
     ParametricAttention,
     ParametricAttention_v2,
     premap_ids,
-    pytorch_to_torchscript_wrapper,
     PyTorchLSTM,
-    PyTorchRNNWrapper,
-    PyTorchWrapper,
-    PyTorchWrapper_v2,
-    PyTorchWrapper_v3,
     ragged2list,
     reduce_first,
     reduce_last,
@@ -94,8 +90,6 @@ from .layers import (
     SparseLinear_v2,
     strings2arrays,
     Swish,
-    TensorFlowWrapper,
-    TorchScriptWrapper_v1,
     tuplify,
     uniqued,
     with_array,
@@ -141,16 +135,7 @@ from .schedules import (
     slanted_triangular,
     warmup_linear,
 )
-from .shims import (
-    keras_model_fns,
-    maybe_handshake_model,
-    MXNetShim,
-    PyTorchGradScaler,
-    PyTorchShim,
-    Shim,
-    TensorFlowShim,
-    TorchScriptShim,
-)
+from .shims import Shim
 from .types import (
     ArgsKwargs,
     Padded,
@@ -225,3 +210,27 @@ __all__ = [
     "require_cpu", "require_gpu", "set_active_gpu", "tensorflow2xp", "to_categorical", "to_numpy",
     "torch2xp", "xp2mxnet", "xp2tensorflow", "xp2torch",
 ]
+
+
+def __getattr__(name):
+    # NOTE: the imports stay written out (not computed) so that the file lists what it
+    # re-exports, as Thinc's own test of its package checks.
+    if name in ('MXNetWrapper', 'pytorch_to_torchscript_wrapper', 'PyTorchRNNWrapper', 'PyTorchWrapper', 'PyTorchWrapper_v2', 'PyTorchWrapper_v3', 'TensorFlowWrapper', 'keras_subclass', 'TorchScriptWrapper_v1'):
+        from .layers import (
+            keras_subclass, MXNetWrapper, pytorch_to_torchscript_wrapper, PyTorchRNNWrapper, PyTorchWrapper,
+            PyTorchWrapper_v2, PyTorchWrapper_v3, TensorFlowWrapper, TorchScriptWrapper_v1,
+        )
+    elif name in ('keras_model_fns', 'maybe_handshake_model', 'MXNetShim', 'PyTorchGradScaler', 'PyTorchShim', 'TensorFlowShim', 'TorchScriptShim'):
+        from .shims import (
+            keras_model_fns, maybe_handshake_model, MXNetShim, PyTorchGradScaler, PyTorchShim, TensorFlowShim,
+            TorchScriptShim,
+        )
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = locals()[name]
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

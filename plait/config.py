@@ -14,7 +14,11 @@ from .types import Decorator
 _NAMESPACE = "plait"
 
 
-_BUILTIN_MODULES = ("layers", "optimizers", "schedules", "initializers", "loss", "datasets")
+_BUILTIN_MODULES = (
+    "layers", "optimizers", "schedules", "initializers", "loss", "datasets",
+    # The framework wrappers register their names too, but plait.layers loads them lazily.
+    "layers.pytorchwrapper", "layers.tensorflowwrapper", "layers.torchscriptwrapper", "layers.mxnetwrapper",
+)
 _builtins_loaded = False
 
 

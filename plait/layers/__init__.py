@@ -1,4 +1,8 @@
-"""Layers, combinators, reductions and data-type transfers of the Thinc face."""
+"""Layers, combinators, reductions and data-type transfers of the Thinc face.
+
+The framework wrappers (PyTorch, TensorFlow, MXNet) load on first use of their names, so that
+importing the layers costs nothing for the code that never wraps another framework.
+"""
 from .add import add
 from .array_getitem import array_getitem, floats_getitem, ints_getitem
 from .bidirectional import bidirectional
@@ -26,13 +30,11 @@ from .map_list import map_list
 from .maxout import Maxout
 from .mish import Mish
 from .multisoftmax import MultiSoftmax
-from .mxnetwrapper import MXNetWrapper
 from .noop import noop
 from .padded2list import padded2list
 from .parametricattention import ParametricAttention
 from .parametricattention_v2 import ParametricAttention_v2
 from .premap_ids import premap_ids
-from .pytorchwrapper import PyTorchRNNWrapper, PyTorchWrapper, PyTorchWrapper_v2, PyTorchWrapper_v3
 from .ragged2list import ragged2list
 from .reduce_first import reduce_first
 from .reduce_last import reduce_last
@@ -52,8 +54,6 @@ from .sparselinear import SparseLinear, SparseLinear_v2
 from .staticvectors import StaticVectors
 from .strings2arrays import strings2arrays
 from .swish import Swish
-from .tensorflowwrapper import TensorFlowWrapper, keras_subclass
-from .torchscriptwrapper import TorchScriptWrapper_v1, pytorch_to_torchscript_wrapper
 from .tuplify import tuplify
 from .uniqued import uniqued
 from .with_array import with_array
@@ -91,3 +91,25 @@ __all__ = [
     "with_array", "with_array2d", "with_cpu", "with_debug", "with_flatten", "with_flatten_v2", "with_getitem",
     "with_list", "with_nvtx_range", "with_padded", "with_ragged", "with_reshape", "with_signpost_interval",
 ]
+
+
+def __getattr__(name):
+    # NOTE: the imports stay written out (not computed) so that the file lists what it
+    # re-exports, as Thinc's own test of its package checks.
+    if name in ('MXNetWrapper',):
+        from .mxnetwrapper import MXNetWrapper
+    elif name in ('PyTorchRNNWrapper', 'PyTorchWrapper', 'PyTorchWrapper_v2', 'PyTorchWrapper_v3'):
+        from .pytorchwrapper import PyTorchRNNWrapper, PyTorchWrapper, PyTorchWrapper_v2, PyTorchWrapper_v3
+    elif name in ('TensorFlowWrapper', 'keras_subclass'):
+        from .tensorflowwrapper import TensorFlowWrapper, keras_subclass
+    elif name in ('TorchScriptWrapper_v1', 'pytorch_to_torchscript_wrapper'):
+        from .torchscriptwrapper import TorchScriptWrapper_v1, pytorch_to_torchscript_wrapper
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = locals()[name]
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
