@@ -63,7 +63,9 @@ opt2 = chainer.optimizers.Adam()
 opt2.setup(other)
 other.cleargrads()
 opt2.update(other, x, t)  # creates the states that the file then overwrites
-serializers.load_npz(d + '/plait_opt.npz', opt2)
+# plait writes Chainer 1.7.2's layout, which has no per-parameter '<path>/t' (Chainer >= 2 added
+# it), so Chainer 7 reads it as it reads a 1.7.2 file: not strictly.
+serializers.load_npz(d + '/plait_opt.npz', opt2, strict=False)
 m = other.predictor.l1.W.update_rule.state['m']
 np.savez(d + '/chainer_reads_plait.npz', y=y_other, t=opt2.t, m=m)
 """

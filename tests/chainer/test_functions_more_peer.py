@@ -27,6 +27,7 @@ from plait.chainer.functions.loss.sigmoid_cross_entropy import sigmoid_cross_ent
 from plait.chainer.functions.loss.vae import bernoulli_nll, gaussian_kl_divergence, gaussian_nll
 from plait.chainer.functions.math.batch_l2_norm_squared import batch_l2_norm_squared
 from plait.chainer.functions.math.batch_matmul import batch_matmul
+from plait.chainer.functions.math.det import batch_det, det
 from plait.chainer.functions.math.inv import batch_inv
 from plait.chainer.functions.math.minmax import max as f_max
 from plait.chainer.functions.normalization.batch_normalization import (
@@ -65,6 +66,8 @@ CASES = {
     "batch_matmul": (lambda a, b: batch_matmul(a, b, transa=True), "F.matmul(x0, x1, transa=True)",
                      (_r(2, 4, 3, seed=16), _r(2, 4, 5, seed=17))),
     "batch_inv": (batch_inv, "F.batch_inv(x0)", (_r(2, 3, 3, seed=18) + 3 * numpy.eye(3),)),
+    "batch_det": (batch_det, "F.batch_det(x0)", (_r(3, 4, 4, seed=42) + 2 * numpy.eye(4),)),
+    "det": (det, "F.det(x0)", (_r(3, 3, seed=43) + 2 * numpy.eye(3),)),
     "max": (lambda x: f_max(x, axis=1), "F.max(x0, axis=1)", (_r(3, 4, 2, seed=19),)),
     "batch_normalization": (lambda x, g, b: batch_normalization(x, g, b, eps=1e-3),
                             "F.batch_normalization(x0, x1, x2, eps=1e-3)",
