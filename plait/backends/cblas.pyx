@@ -1,11 +1,22 @@
 # cython: language_level=3
-"""A table of BLAS routines callable from `cdef nogil` code, backed by the BLAS that SciPy ships.
+"""A table of BLAS routines callable from `cdef nogil` code (thinc.backends.cblas's interface).
 
-The table holds row-major (C order) gemm/axpy/scal pointers. Cython code does
+The table holds row-major (C order) gemm/axpy/scal pointers. plait's Cython code does
 `from plait.backends.cblas cimport CBlas, sgemm` and calls `sgemm(cblas)(...)` without the GIL;
 Python code can use `CBlas.gemm` / `CBlas.axpy` for the same routines.
+
+The routines are those of the BLAS that SciPy ships (Fortran interface, called with swapped
+operands), except float32 products once plait has loaded its private OpenBLAS (_blas.py): then
+they go where NumpyOps.gemm sends them. Both BLAS copies obey plait's thread count (_threads.py).
+
+Code compiled against thinc (spaCy) reaches the same table through `__pyx_capi__`, whose
+capsules carry thinc's signature strings (see the end of this file and
+../shared/spec/spacy-c-abi.md, 3.1).
 """
 import numpy
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.pycapsule cimport PyCapsule_New
+from libc.stdint cimport uintptr_t
 from scipy.linalg.cython_blas cimport sgemm as f_sgemm, dgemm as f_dgemm
 from scipy.linalg.cython_blas cimport saxpy as f_saxpy, daxpy as f_daxpy
 from scipy.linalg.cython_blas cimport sscal as f_sscal, dscal as f_dscal
@@ -13,12 +24,30 @@ from scipy.linalg.cython_blas cimport sscal as f_sscal, dscal as f_dscal
 
 # A row-major product C = A @ B is the column-major product C.T = B.T @ A.T, so the Fortran
 # routine is called with the operands swapped and M/N exchanged.
-cdef void _sgemm_rowmajor(bint transA, bint transB, int M, int N, int K,
-                          float alpha, const float* A, int lda, const float* B, int ldb,
-                          float beta, float* C, int ldc) noexcept nogil:
+cdef void _sgemm_fortran(bint transA, bint transB, int M, int N, int K,
+                         float alpha, const float* A, int lda, const float* B, int ldb,
+                         float beta, float* C, int ldc) noexcept nogil:
     cdef char ta = b'T' if transA else b'N'
     cdef char tb = b'T' if transB else b'N'
     f_sgemm(&tb, &ta, &N, &M, &K, &alpha, <float*>B, &ldb, <float*>A, &lda, &beta, C, &ldc)
+
+
+# cblas_sgemm of plait's private OpenBLAS (row-major interface), once _blas.py has loaded it.
+ctypedef void (*_cblas_sgemm_t)(int, int, int, int, int, int, float, const float*, int,
+                                const float*, int, float, float*, int) noexcept nogil
+cdef _cblas_sgemm_t _private_sgemm = NULL
+
+
+cdef void _sgemm_rowmajor(bint transA, bint transB, int M, int N, int K,
+                          float alpha, const float* A, int lda, const float* B, int ldb,
+                          float beta, float* C, int ldc) noexcept nogil:
+    cdef _cblas_sgemm_t routine = _private_sgemm
+    if routine != NULL:
+        # CblasRowMajor = 101, CblasNoTrans = 111, CblasTrans = 112
+        routine(101, 112 if transA else 111, 112 if transB else 111, M, N, K,
+                alpha, A, lda, B, ldb, beta, C, ldc)
+    else:
+        _sgemm_fortran(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)
 
 
 cdef void _dgemm_rowmajor(bint transA, bint transB, int M, int N, int K,
@@ -45,16 +74,56 @@ cdef void _dscal(int N, double alpha, double* X, int incX) noexcept nogil:
     f_dscal(&N, &alpha, X, &incX)
 
 
+def _use_private_sgemm(uintptr_t address):
+    """Send float32 products of every table to this cblas_sgemm address (0: back to SciPy's)."""
+    global _private_sgemm
+    _private_sgemm = <_cblas_sgemm_t>address
+
+
+_followed = {"handle": None, "limited": False}
+
+
+def _follow_plait_blas():
+    """Point the tables at the BLAS NumpyOps.gemm uses, under plait's thread count (NumpyOps.cblas)."""
+    from . import _blas, _threads
+
+    if not _followed["limited"]:
+        # SciPy's BLAS may have loaded (with this module) after NumpyOps set the thread limit,
+        # and would then run a thread per core; this holds it to plait's count, once.
+        _followed["limited"] = True
+        _threads._limit_blas(_threads.plan_threads(), only_lower=True)
+    # A caller of the table multiplies without telling plait the sizes, so the private BLAS
+    # that `auto` chose (Zen 4) loads now rather than at the first large NumpyOps product.
+    if _blas.pending:
+        _blas.load_pending()
+    handle = _blas._handle if _blas.info()["library"] else None
+    if handle is not _followed["handle"]:
+        import ctypes
+
+        _followed["handle"] = handle
+        _use_private_sgemm(0 if handle is None else
+                           ctypes.cast(handle.scipy_cblas_sgemm, ctypes.c_void_p).value)
+
+
 cdef class CBlas:
     """Function pointers to row-major BLAS routines (float32 and float64)."""
 
-    def __init__(self):
+    def __cinit__(self):
+        # In __cinit__, not __init__: the table must be valid as soon as the object exists.
+        self.funcs = <BlasFuncs*>PyMem_Malloc(sizeof(BlasFuncs))
+        if self.funcs == NULL:
+            raise MemoryError("CBlas: could not allocate its function table.")
         self.funcs.sgemm = _sgemm_rowmajor
         self.funcs.dgemm = _dgemm_rowmajor
         self.funcs.saxpy = _saxpy
         self.funcs.daxpy = _daxpy
         self.funcs.sscal = _sscal
         self.funcs.dscal = _dscal
+        self._reserved = NULL
+
+    def __dealloc__(self):
+        PyMem_Free(self.funcs)
+        self.funcs = NULL
 
     def gemm(self, A, B, out=None, *, bint trans1=False, bint trans2=False, alpha=1.0, beta=0.0):
         """out = alpha * op(A) @ op(B) + beta * out through the table's gemm (C-contiguous float arrays)."""
@@ -120,32 +189,51 @@ cdef class CBlas:
         return Y
 
 
-cdef sgemm_ptr sgemm(CBlas cblas) noexcept nogil:
-    return cblas.funcs.sgemm
+# The C functions of thinc.backends.cblas's __pyx_capi__. Cython would export them under
+# signature strings derived from this module's path (plait...), which spaCy rejects ("wrong
+# signature"); the capsules are made here instead, with thinc's strings. PyCapsule keeps the
+# name pointer, so the strings are static.
+cdef extern from *:
+    """
+    static const char plait_cblas_sig_saxpy[] = "__pyx_t_5thinc_8backends_5cblas_saxpy_ptr (struct __pyx_obj_5thinc_8backends_5cblas_CBlas *)";
+    static const char plait_cblas_sig_sgemm[] = "__pyx_t_5thinc_8backends_5cblas_sgemm_ptr (struct __pyx_obj_5thinc_8backends_5cblas_CBlas *)";
+    static const char plait_cblas_sig_daxpy[] = "__pyx_t_5thinc_8backends_5cblas_daxpy_ptr (struct __pyx_obj_5thinc_8backends_5cblas_CBlas *)";
+    static const char plait_cblas_sig_set_saxpy[] = "void (struct __pyx_obj_5thinc_8backends_5cblas_CBlas *, __pyx_t_5thinc_8backends_5cblas_saxpy_ptr)";
+    static const char plait_cblas_sig_set_sgemm[] = "void (struct __pyx_obj_5thinc_8backends_5cblas_CBlas *, __pyx_t_5thinc_8backends_5cblas_sgemm_ptr)";
+    static const char plait_cblas_sig_set_daxpy[] = "void (struct __pyx_obj_5thinc_8backends_5cblas_CBlas *, __pyx_t_5thinc_8backends_5cblas_daxpy_ptr)";
+    """
+    const char* plait_cblas_sig_saxpy
+    const char* plait_cblas_sig_sgemm
+    const char* plait_cblas_sig_daxpy
+    const char* plait_cblas_sig_set_saxpy
+    const char* plait_cblas_sig_set_sgemm
+    const char* plait_cblas_sig_set_daxpy
 
-cdef dgemm_ptr dgemm(CBlas cblas) noexcept nogil:
-    return cblas.funcs.dgemm
 
-cdef saxpy_ptr saxpy(CBlas cblas) noexcept nogil:
-    return cblas.funcs.saxpy
+cdef saxpy_ptr _capi_saxpy(CBlas cblas) noexcept nogil:
+    return saxpy(cblas)
 
-cdef daxpy_ptr daxpy(CBlas cblas) noexcept nogil:
-    return cblas.funcs.daxpy
+cdef sgemm_ptr _capi_sgemm(CBlas cblas) noexcept nogil:
+    return sgemm(cblas)
 
-cdef sscal_ptr sscal(CBlas cblas) noexcept nogil:
-    return cblas.funcs.sscal
+cdef daxpy_ptr _capi_daxpy(CBlas cblas) noexcept nogil:
+    return daxpy(cblas)
 
-cdef dscal_ptr dscal(CBlas cblas) noexcept nogil:
-    return cblas.funcs.dscal
+cdef void _capi_set_saxpy(CBlas cblas, saxpy_ptr f) noexcept nogil:
+    set_saxpy(cblas, f)
 
-cdef void set_sgemm(CBlas cblas, sgemm_ptr f) noexcept nogil:
-    cblas.funcs.sgemm = f
+cdef void _capi_set_sgemm(CBlas cblas, sgemm_ptr f) noexcept nogil:
+    set_sgemm(cblas, f)
 
-cdef void set_dgemm(CBlas cblas, dgemm_ptr f) noexcept nogil:
-    cblas.funcs.dgemm = f
+cdef void _capi_set_daxpy(CBlas cblas, daxpy_ptr f) noexcept nogil:
+    set_daxpy(cblas, f)
 
-cdef void set_saxpy(CBlas cblas, saxpy_ptr f) noexcept nogil:
-    cblas.funcs.saxpy = f
 
-cdef void set_daxpy(CBlas cblas, daxpy_ptr f) noexcept nogil:
-    cblas.funcs.daxpy = f
+globals()["__pyx_capi__"] = {
+    "saxpy": PyCapsule_New(<void*>_capi_saxpy, plait_cblas_sig_saxpy, NULL),
+    "sgemm": PyCapsule_New(<void*>_capi_sgemm, plait_cblas_sig_sgemm, NULL),
+    "daxpy": PyCapsule_New(<void*>_capi_daxpy, plait_cblas_sig_daxpy, NULL),
+    "set_saxpy": PyCapsule_New(<void*>_capi_set_saxpy, plait_cblas_sig_set_saxpy, NULL),
+    "set_sgemm": PyCapsule_New(<void*>_capi_set_sgemm, plait_cblas_sig_set_sgemm, NULL),
+    "set_daxpy": PyCapsule_New(<void*>_capi_set_daxpy, plait_cblas_sig_set_daxpy, NULL),
+}

@@ -72,10 +72,15 @@ class NumpyOps(ActKernels, SeqKernels, GatherKernels, LstmKernels, NormKernels, 
         return super().gemm(x, y, out=out, trans1=trans1, trans2=trans2)
 
     def cblas(self) -> Any:
-        """A table of row-major BLAS function pointers for Cython code (plait.backends.cblas.CBlas)."""
-        from .cblas import CBlas
+        """A table of row-major BLAS function pointers for Cython code (plait.backends.cblas.CBlas).
 
-        return CBlas()
+        The very type that spaCy's parser type-checks as thinc.backends.cblas.CBlas under the
+        alias; its float32 products go through the BLAS that `gemm` uses, under plait's thread count.
+        """
+        from . import cblas as _cblas
+
+        _cblas._follow_plait_blas()
+        return _cblas.CBlas()
 
     def flatten(
         self,
