@@ -103,8 +103,8 @@ def test_extra_search_softmax_and_max_violation():
     assert math.isclose(probs[2] / probs[0], math.exp(2.0))
     violation = MaxViolation()
     assert violation.cost == 0.0 and violation.p_hist == [] and violation.g_probs == []
-    with pytest.raises(NotImplementedError, match="beam"):
-        Beam(3, 2)
+    beam = Beam(3, 2)
+    assert len(beam) == 1 and beam.probs == [1.0] and beam.histories == [[], []]
 
 
 def _own_names(module):
