@@ -85,7 +85,9 @@ _followed = {"handle": None, "limited": False}
 
 def _follow_plait_blas():
     """Point the tables at the BLAS NumpyOps.gemm uses, under plait's thread count (NumpyOps.cblas)."""
-    from . import _blas, _threads
+    # Absolute: under the thinc alias this module's __spec__ is named thinc.backends.cblas, and a
+    # relative import would warn (ImportWarning: __package__ != __spec__.parent).
+    from plait.backends import _blas, _threads
 
     if not _followed["limited"]:
         # SciPy's BLAS may have loaded (with this module) after NumpyOps set the thread limit,
