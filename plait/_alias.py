@@ -194,6 +194,9 @@ class Alias(importlib.abc.MetaPathFinder):
                 sys.stderr.write(f"plait.{self.alias}_alias: no such script: {args[0]}\n")
                 return 2
             sys.argv = list(args)
+            # As `python SCRIPT.py` does: the script's folder comes first on sys.path, so the
+            # modules beside it (Chainer's examples import their own data.py and net.py) import.
+            sys.path.insert(0, os.path.dirname(os.path.abspath(args[0])))
             runpy.run_path(args[0], run_name="__main__")
             return 0
         return _run_console_script(args[0], args[1:], f"plait.{self.alias}_alias")

@@ -104,6 +104,17 @@ def test_module_runner_runs_a_module_and_a_script(tmp_path):
     assert result.returncode == 2 and "no console script named 'no-such-command-here'" in result.stderr
 
 
+def test_module_runner_puts_the_scripts_folder_first_on_the_path(tmp_path):
+    # `python examples/mnist/train_mnist.py` imports the data.py and net.py beside it; so must the alias.
+    folder = tmp_path / "example"
+    folder.mkdir()
+    (folder / "net_beside.py").write_text("import chainer\nNAME = chainer.__name__\n")
+    (folder / "train.py").write_text("import net_beside\nprint(net_beside.NAME)\n")
+    out = _ok(_run(None, args=["-m", "plait.chainer_alias", os.path.join("example", "train.py")],
+                   cwd=str(tmp_path)))
+    assert out.strip() == "plait.chainer"
+
+
 def test_thinc_entry_points_resolve_under_the_alias_only(tmp_path):
     # A package that registers a layer for Thinc through an entry point, as spacy-legacy does.
     dist = tmp_path / "thinc_plugin_demo-1.0.dist-info"
