@@ -253,6 +253,21 @@ def test_walker_alias_distribution():
         WalkerAlias([1, -1])
 
 
+def test_walker_alias_tables_and_seeded_draws_are_chainer_1_7_2s():
+    # Reference values printed by the real Chainer 1.7.2 (NumPy 1.26) for the same input and seed:
+    # a seeded word2vec run with negative sampling draws the same noise words on both.
+    sampler = WalkerAlias(numpy.power(numpy.array([5, 3, 2, 7, 1, 4], numpy.float32), 0.75))
+    numpy.testing.assert_array_equal(
+        sampler.threshold,
+        numpy.array([0.3886779248714447, 0.6536757349967957, 0.8859939575195312, 0.48802509903907776,
+                     0.9532986879348755, 0.9999997615814209], numpy.float32))
+    numpy.testing.assert_array_equal(sampler.values, [4, 5, 2, 0, 1, 3, 5, 3, 0, 3, 3, 0])
+    numpy.random.seed(3)
+    draws = sampler.sample((5, 3))
+    assert draws.dtype == numpy.int32
+    numpy.testing.assert_array_equal(draws.ravel(), [5, 0, 0, 5, 3, 3, 5, 2, 4, 1, 4, 1, 3, 0, 0])
+
+
 def test_type_check_nodes_have_chainers_signatures_and_priorities():
     x, y = T.Variable(2, "x"), T.Variable(3, "y")
     assert str(T.GetAttr(x, "real")) == "x.real" and T.GetAttr(x, "real").eval() == 2

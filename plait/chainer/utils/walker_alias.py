@@ -20,21 +20,26 @@ class WalkerAlias:
         total = p.sum()
         if total <= 0:
             raise ValueError("WalkerAlias: 'probs' sums to 0; at least one entry must be positive.")
-        n = p.size
-        scaled = p * (n / total)
-        threshold = numpy.ones(n, dtype=numpy.float64)
-        alias = numpy.arange(n, dtype=numpy.int32)
-        # Pair each under-full bucket with an over-full one, which tops it up (Vose's variant).
-        small = [i for i in range(n) if scaled[i] < 1.0]
-        large = [i for i in range(n) if scaled[i] >= 1.0]
-        while small and large:
-            s, g = small.pop(), large.pop()
-            threshold[s] = scaled[s]
-            alias[s] = g
-            scaled[g] -= 1.0 - scaled[s]
-            (small if scaled[g] < 1.0 else large).append(g)
-        self.threshold = threshold.astype(numpy.float32)
-        self.values = alias
+        # NOTE: the tables are Chainer 1.7.2's, built the way it builds them (buckets in
+        # ascending order of probability, float32 thresholds from float64 arithmetic, as NumPy 1.x
+        # promoted it), so that a seeded program draws the very samples it drew on Chainer.
+        prob = numpy.asarray(probs, dtype=numpy.float32).ravel()
+        prob = prob / numpy.sum(prob, dtype=numpy.float32)
+        n = prob.size
+        threshold = numpy.zeros(n, dtype=numpy.float32)
+        values = numpy.zeros(2 * n, dtype=numpy.int32)  # (own, alias) of each bucket
+        il = ir = 0
+        for q, i in sorted(zip(prob.tolist(), range(n))):
+            q = float(numpy.float32(q)) * n
+            while q > 1 and ir < il:
+                values[ir * 2 + 1] = i
+                q -= 1.0 - float(threshold[ir])
+                ir += 1
+            threshold[il] = q
+            values[il * 2] = i
+            il += 1
+        self.threshold = threshold
+        self.values = values
         self.use_gpu = False
 
     def to_gpu(self) -> None:
@@ -63,7 +68,8 @@ class WalkerAlias:
         else:
             xp = numpy
         n = self.threshold.shape[0]
-        u = xp.random.uniform(0.0, float(n), size=shape)
-        index = xp.minimum(u.astype(numpy.int32), n - 1)
-        frac = (u - index).astype(numpy.float32)
-        return xp.where(frac < self.threshold[index], index, self.values[index]).astype(numpy.int32)
+        # Chainer's draw: one uniform number picks the bucket (its integer part) and the side.
+        pb = xp.random.uniform(0.0, 1.0, shape) * n
+        index = xp.minimum(pb.astype(numpy.int32), n - 1)
+        side = (self.threshold[index] < pb - index).astype(numpy.int32)
+        return self.values[index * 2 + side]
