@@ -471,15 +471,23 @@ def thinc_headers() -> Optional[Path]:
     return root if all((root / n).exists() for n in needed) else None
 
 
-def why_cannot_build() -> Optional[str]:
-    """None when Cython and a C compiler are there, else the reason to skip."""
+def why_cannot_build(headers: str = "own") -> Optional[str]:
+    """None when Cython, setuptools and a C (C++ for thinc's headers) compiler are there, else why not."""
     try:
         import Cython  # noqa: F401
     except ImportError:
         return "Cython is not installed (pip install Cython: it is in plait's test extra)"
+    try:
+        import setuptools  # noqa: F401
+    except ImportError:
+        return "setuptools is not installed (pip install setuptools)"
     cc = sysconfig.get_config_var("CC") or "cc"
     if shutil.which(cc.split()[0]) is None and shutil.which("cc") is None:
         return f"no C compiler ({cc}) on this machine"
+    if headers == "thinc":
+        cxx = (sysconfig.get_config_var("CXX") or "c++").split()[0]
+        if shutil.which(cxx) is None and shutil.which("c++") is None and shutil.which("g++") is None:
+            return f"no C++ compiler ({cxx}) for thinc's own (C++) headers"
     include = sysconfig.get_paths()["include"]
     if not Path(include, "Python.h").exists():
         return f"no Python headers (Python.h) under {include}"

@@ -22,7 +22,7 @@ HEADERS = ["own", "thinc"]
 
 @pytest.fixture(scope="module", params=HEADERS)
 def consumer(request, tmp_path_factory):
-    reason = abi.why_cannot_build()
+    reason = abi.why_cannot_build(request.param)
     if reason:
         pytest.skip(reason)
     if request.param == "thinc" and abi.thinc_headers() is None:
