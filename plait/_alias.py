@@ -40,13 +40,18 @@ class _AliasLoader(importlib.abc.Loader):
 
     def __init__(self, module: ModuleType) -> None:
         self._module = module
+        self._own_spec = getattr(module, "__spec__", None)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         return self._module
 
     def exec_module(self, module: ModuleType) -> None:
-        # The plait module ran when it was imported under its own name; nothing more to do.
-        return None
+        # The plait module ran when it was imported under its own name. The import system has
+        # just stamped the aliased spec on it: give it back its own, or every relative import
+        # it makes later would see __spec__.parent ("thinc") differ from __package__ ("plait")
+        # and raise ImportWarning (an error under python -W error).
+        if self._own_spec is not None:
+            module.__spec__ = self._own_spec
 
 
 class Alias(importlib.abc.MetaPathFinder):

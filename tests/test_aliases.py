@@ -144,3 +144,19 @@ def test_chainer_alias_serves_plait_chainer():
     print(y.data.tolist())
     """
     assert _ok(_run(code, {"PLAIT_AS_CHAINER": "1"})).strip() == "[0.0, 2.0]"
+
+
+def test_aliased_modules_keep_their_own_spec_so_relative_imports_stay_silent():
+    # A module first imported as thinc.X must keep plait's __spec__: its later relative imports
+    # (lazy ones run at call time) would otherwise raise ImportWarning, an error under -W error.
+    code = """
+    import plait.thinc_alias as alias
+    alias.install()
+    import thinc, thinc.api, thinc.backends.numpy_ops
+    assert thinc.api.__spec__.name == "plait.api" and thinc.__spec__.name == "plait"
+    from thinc import registry
+    from thinc.api import PyTorchWrapper, TensorFlowShim
+    assert registry.layers.get("Relu.v1") is thinc.api.Relu
+    print("ok")
+    """
+    assert _ok(_run(None, args=["-W", "error", "-c", textwrap.dedent(code)])).strip() == "ok"
