@@ -9,8 +9,6 @@ it on (see plait/_alias.py):
 """
 from __future__ import annotations
 
-from typing import List, Optional
-
 from . import _alias
 
 ALIAS = _alias.register(_alias.Alias("chainer", "plait.chainer", "PLAIT_AS_CHAINER"))
@@ -18,22 +16,12 @@ ALIAS = _alias.register(_alias.Alias("chainer", "plait.chainer", "PLAIT_AS_CHAIN
 AliasError = _alias.AliasError
 
 
-def install() -> None:
-    """Serve `chainer` and `chainer.*` imports from plait.chainer in this process."""
-    ALIAS.install()
-
-
-def uninstall() -> None:
-    """Stop serving `chainer` from plait (modules already imported stay as they are)."""
-    ALIAS.uninstall()
-
-
-def is_installed() -> bool:
-    return ALIAS.is_installed()
-
-
-def main(argv: Optional[List[str]] = None) -> int:
-    return ALIAS.main(argv)
+# install(): serve the imports from plait in this process (before the real library is imported);
+# uninstall(): stop serving new ones; is_installed(); main(argv): the `python -m` runner.
+install = ALIAS.install
+uninstall = ALIAS.uninstall
+is_installed = ALIAS.is_installed
+main = ALIAS.main
 
 
 if __name__ == "__main__":

@@ -12,8 +12,6 @@ Under the alias, functions that packages register through Thinc's entry-point gr
 """
 from __future__ import annotations
 
-from typing import List, Optional
-
 from . import _alias
 
 ALIAS = _alias.register(
@@ -30,22 +28,12 @@ ALIAS = _alias.register(
 AliasError = _alias.AliasError
 
 
-def install() -> None:
-    """Serve `thinc` and `thinc.*` imports from plait in this process."""
-    ALIAS.install()
-
-
-def uninstall() -> None:
-    """Stop serving `thinc` from plait (modules already imported stay as they are)."""
-    ALIAS.uninstall()
-
-
-def is_installed() -> bool:
-    return ALIAS.is_installed()
-
-
-def main(argv: Optional[List[str]] = None) -> int:
-    return ALIAS.main(argv)
+# install(): serve the imports from plait in this process (before the real library is imported);
+# uninstall(): stop serving new ones; is_installed(); main(argv): the `python -m` runner.
+install = ALIAS.install
+uninstall = ALIAS.uninstall
+is_installed = ALIAS.is_installed
+main = ALIAS.main
 
 
 if __name__ == "__main__":
