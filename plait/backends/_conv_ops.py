@@ -124,7 +124,9 @@ def _conv_backward_filter(ops, dY, X, k, s, p, d, G):
     out = dY.shape[2:]
     L = int(numpy.prod(out))
     # The batch folded into the contracted axis, so that each group is one matrix product.
-    col = ops._im2col_channels_first(X, k, s, p, d, out).reshape(G, -1, nB * L)  # (G, Cg*K, nB*L)
+    # NOTE: explicit sizes, not -1: an empty batch must reshape too.
+    CgK = C // G * int(numpy.prod(k))
+    col = ops._im2col_channels_first(X, k, s, p, d, out).reshape(G, CgK, nB * L)  # (G, Cg*K, nB*L)
     dYg = dY.reshape(nB, G, O // G, L).transpose(1, 2, 0, 3).reshape(G, O // G, nB * L)
     dW = xp.matmul(dYg, col.transpose(0, 2, 1))  # (G, Og, Cg*K)
     return dW.reshape((O, C // G) + tuple(k))
@@ -151,6 +153,23 @@ class ConvOps:
     def _col2im(self, col: Any, size: tuple, s: tuple, p: tuple, d: tuple) -> Any:
         """im2col's adjoint: (nB, C, *k, *out) -> (nB, C, *size) (see _conv.col2im_nd)."""
         return col2im_nd(self.xp, col, size, s, p, d)
+
+    # The three products of a convolution (NumpyOps computes the 2-D ones without window arrays).
+
+    def _conv_forward(self, X: Any, W: Any, b: Any, k: tuple, s: tuple, p: tuple, d: tuple, G: int, out: tuple) -> Any:
+        """X (nB, C, *size), W (O, Cg, *k), b (O,) or None -> X convolved with W, plus b: (nB, O, *out)."""
+        Y = _conv_forward(self, X, W, k, s, p, d, G, out)
+        if b is not None:
+            Y += b.reshape(_bias_shape(len(k), W.shape[0]))
+        return Y
+
+    def _conv_backward_data(self, dY: Any, W: Any, size: tuple, s: tuple, p: tuple, d: tuple, G: int) -> Any:
+        """dY (nB, O, *out), W (O, Cg, *k) -> dX (nB, G * Cg, *size)."""
+        return _conv_backward_data(self, dY, W, size, s, p, d, G)
+
+    def _conv_backward_filter(self, dY: Any, X: Any, k: tuple, s: tuple, p: tuple, d: tuple, G: int) -> Any:
+        """dY (nB, O, *out), X (nB, C, *size) -> dW (O, C // G, *k)."""
+        return _conv_backward_filter(self, dY, X, k, s, p, d, G)
 
     # ------------------------------------------------------------------ convolution
 
@@ -190,10 +209,7 @@ class ConvOps:
             )
         _check_bias(b, W.shape[0], where)
         out = _outsizes(X.shape[2:], k, s, p, d, cover_all, where)
-        Y = _conv_forward(self, X, W, k, s, p, d, G, out)
-        if b is not None:
-            Y += b.reshape(_bias_shape(n, W.shape[0]))
-        return Y.astype(X.dtype, copy=False)
+        return self._conv_forward(X, W, b, k, s, p, d, G, out).astype(X.dtype, copy=False)
 
     def backprop_conv_nd(
         self,
@@ -223,8 +239,8 @@ class ConvOps:
             raise ValueError(f"{where}: dY must have shape {expected} (conv_nd's output), got {tuple(dY.shape)}.")
         dX = None
         if need_dX:
-            dX = _conv_backward_data(self, dY, W, X.shape[2:], s, p, d, G).astype(X.dtype, copy=False)
-        dW = _conv_backward_filter(self, dY, X, k, s, p, d, G).astype(W.dtype, copy=False)
+            dX = self._conv_backward_data(dY, W, X.shape[2:], s, p, d, G).astype(X.dtype, copy=False)
+        dW = self._conv_backward_filter(dY, X, k, s, p, d, G).astype(W.dtype, copy=False)
         db = dY.sum(axis=(0,) + tuple(range(2, 2 + n)))
         return dX, dW, db
 
@@ -279,7 +295,7 @@ class ConvOps:
         O = W.shape[1] * G
         _check_bias(b, O, where)
         out = ConvOps._deconv_out(where, X.shape[2:], k, s, p, d, outsize)
-        Y = _conv_backward_data(self, X, W, out, s, p, d, G)
+        Y = self._conv_backward_data(X, W, out, s, p, d, G)
         if b is not None:
             Y += b.reshape(_bias_shape(n, O))
         return Y.astype(X.dtype, copy=False)
@@ -307,9 +323,9 @@ class ConvOps:
                 f"{where}: dY must have shape ({X.shape[0]}, {O}, *outsize), got {tuple(dY.shape)}."
             )
         ConvOps._deconv_out(where, X.shape[2:], k, s, p, d, dY.shape[2:])
-        dX = _conv_forward(self, dY, W, k, s, p, d, G, tuple(X.shape[2:])).astype(X.dtype, copy=False)
+        dX = self._conv_forward(dY, W, None, k, s, p, d, G, tuple(X.shape[2:])).astype(X.dtype, copy=False)
         # deconv is conv's data-gradient, so its filter gradient is conv's with dY and X swapped.
-        dW = _conv_backward_filter(self, X, dY, k, s, p, d, G).astype(W.dtype, copy=False)
+        dW = self._conv_backward_filter(X, dY, k, s, p, d, G).astype(W.dtype, copy=False)
         db = dY.sum(axis=(0,) + tuple(range(2, 2 + n)))
         return dX, dW, db
 

@@ -1,6 +1,8 @@
-"""NumpyOps fast paths for 2-D convolution and pooling (compiled kernels in _kernels_cpu/conv.pyx):
-the im2col / col2im copies that conv_nd, deconv_nd, the poolings and their backprops are built
-on, and max pooling with its backprop whole.
+"""NumpyOps fast paths for 2-D convolution and pooling: the three products of a convolution
+(forward, data gradient, filter gradient) that conv_nd, deconv_nd and their backprops are built
+on, with the windows copied out one image at a time into cache (_kernels_cpu/conv_gemm.pyx);
+the im2col / col2im copies that the poolings and their backprops are built on, and max pooling
+with its backprop whole (_kernels_cpu/conv.pyx).
 
 The settings are read and checked by the same code as the Ops reference's (so a bad call raises
 the same error); the kernels take float32/float64 C-contiguous arrays and decline everything
@@ -12,8 +14,9 @@ from ._conv_ops import ConvOps, _n_spatial, _settings
 
 try:
     from ._kernels_cpu import conv as _conv
+    from ._kernels_cpu import conv_gemm as _conv_gemm
 except ImportError:  # pragma: no cover - a source checkout without a build
-    _conv = None
+    _conv = _conv_gemm = None
 
 _INT_MAX = 2**31 - 1
 
@@ -42,6 +45,27 @@ class ConvKernels:
         def _im2col_channels_first(self, X: Any, k: tuple, s: tuple, p: tuple, d: tuple, out: tuple) -> Any:
             col = _im2col_2d(X, k, s, p, d, out, 0, True)
             return col if col is not None else super()._im2col_channels_first(X, k, s, p, d, out)
+
+        def _conv_forward(self, X: Any, W: Any, b: Any, k: tuple, s: tuple, p: tuple, d: tuple, G: int, out: tuple) -> Any:
+            if len(k) == 2:
+                Y = _conv_gemm.forward(X, W, b, s, p, d, G, out)
+                if Y is not None:
+                    return Y
+            return super()._conv_forward(X, W, b, k, s, p, d, G, out)
+
+        def _conv_backward_data(self, dY: Any, W: Any, size: tuple, s: tuple, p: tuple, d: tuple, G: int) -> Any:
+            if len(size) == 2:
+                dX = _conv_gemm.backward_data(dY, W, tuple(size), s, p, d, G)
+                if dX is not None:
+                    return dX
+            return super()._conv_backward_data(dY, W, size, s, p, d, G)
+
+        def _conv_backward_filter(self, dY: Any, X: Any, k: tuple, s: tuple, p: tuple, d: tuple, G: int) -> Any:
+            if len(k) == 2:
+                dW = _conv_gemm.backward_filter(dY, X, k, s, p, d, G)
+                if dW is not None:
+                    return dW
+            return super()._conv_backward_filter(dY, X, k, s, p, d, G)
 
         def _col2im(self, col: Any, size: tuple, s: tuple, p: tuple, d: tuple) -> Any:
             if len(size) == 2 and _small(*size, *s, *p, *d):

@@ -1,10 +1,18 @@
 """NumpyOps' compiled 2-D convolution and pooling kernels against the Ops reference.
 
 im2col and col2im must equal the reference's bit for bit (strides, padding, dilation, pad
-values, -0.0), and so must conv_nd / deconv_nd and their backprops, which are built on them.
-Max pooling's Y and winners must equal the reference's exactly (NaN, -inf, ties, padding and
-cover_all included); its backprop exactly where windows do not overlap, and to rounding where
-they do (the sums are added in another order). All with one OpenMP thread and with two.
+values, -0.0). Max pooling's Y and winners must equal the reference's exactly (NaN, -inf, ties,
+padding and cover_all included); its backprop exactly where windows do not overlap, and to
+rounding where they do (the sums are added in another order). All with one OpenMP thread and
+with two.
+
+conv_nd / deconv_nd and their backprops run on blocked products (_kernels_cpu/conv_gemm.pyx)
+that add each output's terms in another order than numpy.matmul, so they are compared with the
+reference to rounding: every entry within a few K * eps of the sum of its terms' absolute
+values (K terms), the bound a reordered sum obeys; a wrong, missing or misplaced term is off by
+a whole term, far outside it. Their results must not depend on the thread count (bit for bit)
+nor on the instruction set beyond that bound, and the data gradient must be the same bits as
+deconv_nd's (a deferred input gradient is computed by deconv_nd).
 """
 import contextlib
 
@@ -17,6 +25,7 @@ from plait.backends import NumpyOps, Ops
 from plait.backends._conv import col2im_nd, conv_outsize, im2col_nd_out
 
 kernels = pytest.importorskip("plait.backends._kernels_cpu.conv", reason="compiled kernels not built")
+conv_gemm = pytest.importorskip("plait.backends._kernels_cpu.conv_gemm", reason="compiled kernels not built")
 threadpoolctl = pytest.importorskip("threadpoolctl")
 
 P = NumpyOps()
@@ -99,6 +108,53 @@ def test_max_pool_2d_equals_reference(nB, C, H, W, kh, kw, sy, sx, ph, pw, cover
         numpy.testing.assert_allclose(dX, dXr, rtol=tol, atol=tol)
 
 
+@settings(max_examples=80, deadline=None)
+@given(
+    nB=st.integers(1, 2), C=st.integers(1, 3), H=st.integers(1, 12), W=st.integers(8, 40),
+    kh=st.integers(1, 3), kw=st.integers(1, 3), sy=st.integers(1, 3), sx=st.integers(1, 2),
+    ph=st.integers(0, 2), pw=st.integers(0, 2), cover_all=st.booleans(),
+    kind=st.sampled_from(["normal", "ties", "special"]), threads=st.sampled_from([1, 2]),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_max_pool_2d_on_wide_rows_equals_reference(nB, C, H, W, kh, kw, sy, sx, ph, pw, cover_all, kind,
+                                                   threads, seed):
+    # Rows wide enough for float32's 8- and 4-lane windows (strides 1 and 2), and their edges.
+    rng = numpy.random.default_rng(seed)
+    X = _values(rng, (nB, C, H, W), "float32", kind)
+    args = ((kh, kw), (sy, sx), (ph, pw), cover_all)
+    try:
+        Yr, wr = R.max_pool_nd(X, *args)
+    except ValueError:
+        return
+    with n_threads(threads):
+        Y, which = P.max_pool_nd(X, *args)
+    assert Y.tobytes() == Yr.tobytes() and which.tobytes() == wr.tobytes()
+
+
+@pytest.mark.parametrize("kh", [1, 2, 3])
+@pytest.mark.parametrize("shape", [(3, 4, 24, 24), (2, 5, 8, 8), (1, 2, 6, 26), (2, 1, 4, 2)])
+def test_max_pool_backprop_of_tiling_windows_equals_reference(shape, kh):
+    # (kh, 2) windows with strides (kh, 2) tiling the image: each pixel is written once.
+    rng = numpy.random.default_rng(kh)
+    nB, C, H, W = shape
+    X = _values(rng, (nB, C, (H // kh) * kh, W), "float32", "ties")
+    args = ((kh, 2), (kh, 2), 0, False)
+    Y, which = P.max_pool_nd(X, *args)
+    Yr, wr = R.max_pool_nd(X, *args)
+    assert Y.tobytes() == Yr.tobytes() and which.tobytes() == wr.tobytes()
+    dY = _values(rng, Y.shape, "float32", "ties")  # -0.0 among them: 0 + -0.0 is +0.0
+    for threads in (1, 2):
+        with n_threads(threads):
+            dX = P.backprop_max_pool_nd(dY, which, X.shape, *args)
+        assert dX.tobytes() == R.backprop_max_pool_nd(dY, wr, X.shape, *args).tobytes()
+    # A winner outside its window (first or last output): the reference's result.
+    for flat, value in ((0, 2 * kh), (which.size - 1, -1)):
+        bad = which.copy()
+        bad.reshape(-1)[flat] = value
+        want = R.backprop_max_pool_nd(dY, bad, X.shape, *args)
+        assert P.backprop_max_pool_nd(dY, bad, X.shape, *args).tobytes() == want.tobytes()
+
+
 def test_read_only_inputs_are_read_in_place():
     rng = numpy.random.default_rng(7)
     X = rng.standard_normal((2, 3, 6, 5)).astype("float32")
@@ -111,12 +167,13 @@ def test_read_only_inputs_are_read_in_place():
     which.flags.writeable = False
     assert P.backprop_max_pool_nd(dY, which, X.shape, 2).tobytes() == R.backprop_max_pool_nd(dY, wr, X.shape, 2).tobytes()
     W = rng.standard_normal((4, 3, 3, 3)).astype("float32")
+    W.flags.writeable = False
     Yc = P.conv_nd(X, W)
-    assert Yc.tobytes() == R.conv_nd(X, W).tobytes()
+    numpy.testing.assert_allclose(Yc, R.conv_nd(X, W), rtol=1e-5, atol=1e-5)
     dYc = rng.standard_normal(Yc.shape).astype("float32")
     dYc.flags.writeable = False
     for got, want in zip(P.backprop_conv_nd(dYc, X, W), R.backprop_conv_nd(dYc, X, W)):
-        assert got.tobytes() == want.tobytes()
+        numpy.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_a_window_wholly_in_the_padding_gives_minus_inf_and_no_gradient():
@@ -190,30 +247,157 @@ def test_im2col_and_col2im_equal_the_reference(nB, C, H, W, kh, kw, sy, sx, ph, 
     assert got.tobytes() == want.tobytes()
 
 
+def _isa_levels():
+    """The instruction-set levels conv_gemm can run here (1 baseline, 3 AVX2, 4 AVX-512)."""
+    top = conv_gemm._set_isa(0)
+    return sorted({conv_gemm._set_isa(level) for level in (1, 3, 4) if level <= top} | {top})
+
+
+@contextlib.contextmanager
+def isa(level):
+    conv_gemm._set_isa(level)
+    try:
+        yield
+    finally:
+        conv_gemm._set_isa(0)
+
+
+def _assert_reordered_sum(got, want, bound, n_terms, dtype):
+    """got equals want up to the rounding of a sum of n_terms terms taken in another order:
+    |got - want| <= 4 * n_terms * eps * (sum of the terms' absolute values)."""
+    eps = numpy.finfo(dtype).eps
+    assert got.dtype == numpy.dtype(dtype) and got.shape == want.shape
+    err = numpy.abs(got.astype("float64") - want)
+    tol = 4 * (n_terms + 2) * eps * bound + numpy.finfo(dtype).tiny
+    worst = numpy.unravel_index(numpy.argmax(err - tol), err.shape) if err.size else ()
+    assert numpy.all(err <= tol), f"off by {err[worst]} at {worst}, allowed {tol[worst]}"
+
+
+def _check_conv(X, W, b, dY, Wd, kw, cover_all, dtype):
+    """NumpyOps' conv_nd, backprop_conv_nd, deconv_nd and backprop_deconv_nd against the
+    reference computed in float64, each entry within the rounding bound of its sum."""
+    X64, W64, dY64, Wd64 = (a.astype("float64") for a in (X, W, dY, Wd))
+    b64 = b.astype("float64")
+    aX, aW, adY, aWd = (numpy.abs(a) for a in (X64, W64, dY64, Wd64))
+    G = kw.get("groups", 1)
+    K = W.shape[1] * W.shape[2] * W.shape[3]
+    Y = P.conv_nd(X, W, b, cover_all=cover_all, **kw)
+    _assert_reordered_sum(Y, R.conv_nd(X64, W64, b64, cover_all=cover_all, **kw),
+                          R.conv_nd(aX, aW, numpy.abs(b64), cover_all=cover_all, **kw), K, dtype)
+    dX, dW, db = P.backprop_conv_nd(dY, X, W, cover_all=cover_all, **kw)
+    dXr, dWr, dbr = R.backprop_conv_nd(dY64, X64, W64, cover_all=cover_all, **kw)
+    bX, _, _ = R.backprop_conv_nd(adY, X64, aW, cover_all=cover_all, **kw)
+    _, bW, _ = R.backprop_conv_nd(adY, aX, W64, cover_all=cover_all, **kw)
+    O = W.shape[0]
+    _assert_reordered_sum(dX, dXr, bX, (O // G) * W.shape[2] * W.shape[3], dtype)
+    _assert_reordered_sum(dW, dWr, bW, X.shape[0] * int(numpy.prod(dY.shape[2:])), dtype)
+    assert db.tobytes() == R.backprop_conv_nd(dY, X, W, cover_all=cover_all, **kw)[2].tobytes()
+    # A deferred input gradient is deconv_nd's: the very same bits as the eager one.
+    assert P.deconv_nd(dY, W, None, outsize=X.shape[2:], **kw).tobytes() == dX.tobytes()
+    # deconv_nd of an input of dY's shape with other filters (layout (O, C // groups, *k)),
+    # and its backprop with X as the output gradient.
+    bd = (b64[:1] * numpy.arange(X.shape[1])).astype(dtype)
+    bd64 = bd.astype("float64")
+    Z = P.deconv_nd(dY, Wd, bd, outsize=X.shape[2:], **kw)
+    _assert_reordered_sum(Z, R.deconv_nd(dY64, Wd64, bd64, outsize=X.shape[2:], **kw),
+                          R.deconv_nd(adY, aWd, numpy.abs(bd64), outsize=X.shape[2:], **kw),
+                          (O // G) * W.shape[2] * W.shape[3], dtype)
+    gX, gW, gb = P.backprop_deconv_nd(X, dY, Wd, **kw)
+    gXr, gWr, _ = R.backprop_deconv_nd(X64, dY64, Wd64, **kw)
+    _assert_reordered_sum(gX, gXr, R.backprop_deconv_nd(aX, dY64, aWd, **kw)[0],
+                          Wd.shape[1] * W.shape[2] * W.shape[3], dtype)
+    _assert_reordered_sum(gW, gWr, R.backprop_deconv_nd(aX, adY, Wd64, **kw)[1],
+                          X.shape[0] * int(numpy.prod(dY.shape[2:])), dtype)
+    return Y, dX, dW, Z, gX, gW
+
+
 @settings(max_examples=60, deadline=None)
 @given(
-    nB=st.integers(1, 3), C=st.integers(1, 4), O=st.integers(1, 4), H=st.integers(3, 8),
-    k=st.integers(1, 3), s=st.integers(1, 2), p=st.integers(0, 2), d=st.integers(1, 2),
-    cover_all=st.booleans(), dtype=st.sampled_from(["float32", "float64"]), seed=st.integers(0, 2**31 - 1),
+    nB=st.integers(1, 3), Cg=st.integers(1, 4), Og=st.integers(1, 4), G=st.integers(1, 2),
+    H=st.integers(3, 8), extra_w=st.integers(0, 9), kh=st.integers(1, 3), kw_=st.integers(1, 3),
+    s=st.tuples(st.integers(1, 2), st.integers(1, 3)), p=st.tuples(st.integers(0, 2), st.integers(0, 2)),
+    d=st.tuples(st.integers(1, 2), st.integers(1, 2)), cover_all=st.booleans(),
+    dtype=st.sampled_from(["float32", "float64"]), seed=st.integers(0, 2**31 - 1),
 )
-def test_conv_and_deconv_equal_the_reference(nB, C, O, H, k, s, p, d, cover_all, dtype, seed):
+def test_conv_and_deconv_equal_the_reference_to_rounding(nB, Cg, Og, G, H, extra_w, kh, kw_, s, p, d,
+                                                          cover_all, dtype, seed):
     rng = numpy.random.default_rng(seed)
-    X = _values(rng, (nB, C, H, H + 1), dtype, "normal")
-    W = _values(rng, (O, C, k, k), dtype, "normal")
-    b = _values(rng, (O,), dtype, "normal")
-    kw = dict(stride=s, pad=p, dilation=d)
+    X = _values(rng, (nB, Cg * G, H, H + extra_w), dtype, "normal")
+    W = _values(rng, (Og * G, Cg, kh, kw_), dtype, "normal")
+    b = _values(rng, (Og * G,), dtype, "normal")
+    kw = dict(stride=s, pad=p, dilation=d, groups=G)
     try:
         Yr = R.conv_nd(X, W, b, cover_all=cover_all, **kw)
     except ValueError:
         return
-    assert P.conv_nd(X, W, b, cover_all=cover_all, **kw).tobytes() == Yr.tobytes()
     dY = _values(rng, Yr.shape, dtype, "normal")
-    for got, want in zip(P.backprop_conv_nd(dY, X, W, cover_all=cover_all, **kw),
-                         R.backprop_conv_nd(dY, X, W, cover_all=cover_all, **kw)):
-        assert got.tobytes() == want.tobytes()
-    Wd = _values(rng, (O, C, k, k), dtype, "normal")
-    Zr = R.deconv_nd(dY, Wd, None, outsize=X.shape[2:], **kw)
-    assert P.deconv_nd(dY, Wd, None, outsize=X.shape[2:], **kw).tobytes() == Zr.tobytes()
+    Wd = _values(rng, (Og * G, Cg, kh, kw_), dtype, "normal")
+    results = {}
+    for level in _isa_levels():
+        with isa(level):
+            for threads in (1, 2):
+                with n_threads(threads):
+                    got = _check_conv(X, W, b, dY, Wd, kw, cover_all, dtype)
+                key = tuple(a.tobytes() for a in got)
+                results.setdefault(level, key)
+                assert key == results[level], f"the result depends on the thread count (level {level})"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(
+    "xs,ws,kw",
+    [
+        ((7, 1, 28, 28), (20, 1, 5, 5), {}),  # LeNet's first layer: 576 positions, K = 25
+        ((5, 20, 12, 12), (50, 20, 5, 5), {}),  # its second: 64 positions, K = 500
+        ((3, 6, 13, 11), (10, 3, 3, 3), dict(stride=(2, 1), pad=(1, 2), groups=2)),
+        ((2, 3, 30, 7), (17, 3, 4, 2), dict(pad=3, dilation=(2, 3))),
+        ((40, 2, 5, 5), (3, 2, 5, 5), dict(pad=0)),  # 1 position: the filter gradient's groups of images
+    ],
+)
+def test_conv_products_on_network_sized_layers(xs, ws, kw, dtype):
+    rng = numpy.random.default_rng(11)
+    X = rng.standard_normal(xs).astype(dtype)
+    W = rng.standard_normal(ws).astype(dtype)
+    b = rng.standard_normal(ws[0]).astype(dtype)
+    dY = rng.standard_normal(R.conv_nd(X, W, **kw).shape).astype(dtype)
+    for level in _isa_levels():
+        with isa(level):
+            _check_conv(X, W, b, dY, rng.standard_normal(ws).astype(dtype), kw, False, dtype)
+
+
+def test_conv_products_take_the_fast_case_and_decline_the_rest():
+    X = numpy.ones((2, 4, 6, 6), "float32")
+    W = numpy.ones((6, 2, 3, 3), "float32")
+    args = ((1, 1), (0, 0), (1, 1), 2)
+    Y = conv_gemm.forward(X, W, None, *args, (4, 4))
+    assert Y is not None and Y.shape == (2, 6, 4, 4) and numpy.all(Y == 18)
+    assert conv_gemm.backward_data(Y, W, (6, 6), *args).shape == X.shape
+    assert conv_gemm.backward_filter(Y, X, (3, 3), *args).shape == W.shape
+    # Views are read as copies; other dtypes, mixed dtypes and ranks are declined.
+    assert conv_gemm.forward(X[:, :, ::-1], W, None, *args, (4, 4)) is not None
+    assert conv_gemm.forward(X.astype("int32"), W.astype("int32"), None, *args, (4, 4)) is None
+    assert conv_gemm.forward(X, W.astype("float64"), None, *args, (4, 4)) is None
+    assert conv_gemm.forward(X, W, numpy.ones(6, "float64"), *args, (4, 4)) is None
+    assert conv_gemm.forward(X[0], W, None, *args, (4, 4)) is None
+    assert conv_gemm.forward(X, W[:5], None, *args, (4, 4)) is None  # 5 filters in 2 groups
+    # A bias of another dtype takes the reference, which adds it in the result type.
+    Yb = P.conv_nd(X, W, numpy.ones(6, "float64"), groups=2)
+    assert Yb.dtype == numpy.float32 and numpy.all(Yb == 19)
+
+
+@pytest.mark.parametrize("shape", [(0, 2, 6, 6), (2, 2, 3, 3)])
+def test_conv_products_on_empty_batches_and_single_positions(shape):
+    rng = numpy.random.default_rng(5)
+    X = rng.standard_normal(shape).astype("float32")
+    W = rng.standard_normal((3, 2, 3, 3)).astype("float32")
+    Y = P.conv_nd(X, W)
+    Yr = R.conv_nd(X, W)
+    assert Y.shape == Yr.shape
+    numpy.testing.assert_allclose(Y, Yr, rtol=1e-5, atol=1e-5)
+    dY = rng.standard_normal(Y.shape).astype("float32")
+    for got, want in zip(P.backprop_conv_nd(dY, X, W), R.backprop_conv_nd(dY, X, W)):
+        assert got.shape == want.shape
+        numpy.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_avg_pool_and_unpool_backprops_take_the_reference_on_broadcast_columns():

@@ -21,6 +21,7 @@ where they do.
 cimport numpy as cnp
 from cython.parallel cimport prange
 from libc.math cimport INFINITY
+from libc.stdint cimport int64_t
 
 import numpy
 
@@ -33,6 +34,154 @@ ctypedef fused real:
     double
 
 
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+    /* float32 max pooling on 8- and 4-lane vectors (GCC/Clang vector extensions). With GCC on
+       x86-64 glibc each routine is also compiled for x86-64-v3 (AVX2) and the loader picks what
+       the CPU has. Same selects as the scalar code, so the same Y and winners. */
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
+    #define PCV_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+    #pragma GCC diagnostic ignored "-Wpsabi"
+    #else
+    #define PCV_CLONES
+    #endif
+    #if defined(__GNUC__) || defined(__clang__)
+    #define PCV_VECTORS 1
+    #define PCV_DEFINE(VW)                                                                       \
+    typedef float pcv_f##VW __attribute__((vector_size(VW * 4)));                                \
+    typedef int32_t pcv_i##VW __attribute__((vector_size(VW * 4)));                              \
+    /* VW values p[i * sx] (sx 1 or 2) of a row. For sx 2 it reads p[0 .. 2 VW - 1]. */         \
+    static inline __attribute__((always_inline)) pcv_f##VW pcv_load##VW(const float* p, int sx, int odd) { \
+        pcv_f##VW a, b;                                                                          \
+        memcpy(&a, p, sizeof(a));                                                                \
+        if (sx == 1) return a;                                                                   \
+        memcpy(&b, p + VW, sizeof(b));                                                           \
+        return odd ? __builtin_shuffle(a, b, pcv_odd##VW) : __builtin_shuffle(a, b, pcv_even##VW); \
+    }                                                                                            \
+    /* Windows of outputs [0, VW) of a row: window cell (ky, kx) of output o at                 \
+       row[ky * W + o * sx + kx]. Returns a nonzero mask if a window holds a NaN. */           \
+    static inline __attribute__((always_inline)) int32_t pcv_max##VW(                          \
+            const float* row, float* y, int32_t* which, int64_t W, int kh, int kw, int sx) {    \
+        pcv_f##VW best, v;                                                                       \
+        pcv_i##VW idx = {0}, m, nan;                                                             \
+        int ky, kx, c = 0, l;                                                                    \
+        int32_t any = 0, t[VW];                                                                  \
+        best = pcv_load##VW(row, sx, 0);                                                         \
+        nan = best != best;                                                                      \
+        for (ky = 0; ky < kh; ky++)                                                              \
+            for (kx = 0; kx < kw; kx++, c++) {                                                   \
+                if (c == 0) continue;                                                            \
+                /* sx 2: the pair of vectors holding cells kx & ~1 and kx | 1 */                 \
+                v = pcv_load##VW(row + ky * W + (sx == 2 ? (kx & ~1) : kx), sx, kx & 1);        \
+                m = v > best;                                                                    \
+                best = (pcv_f##VW)(((pcv_i##VW)best & ~m) | ((pcv_i##VW)v & m));                \
+                idx = (idx & ~m) | (m & c);                                                      \
+                nan |= v != v;                                                                   \
+            }                                                                                    \
+        memcpy(y, &best, sizeof(best));                                                          \
+        memcpy(which, &idx, sizeof(idx));                                                        \
+        memcpy(t, &nan, sizeof(t));                                                              \
+        for (l = 0; l < VW; l++) any |= t[l];                                                    \
+        return any;                                                                              \
+    }
+    typedef int32_t pcv_i8_ __attribute__((vector_size(32)));
+    typedef int32_t pcv_i4_ __attribute__((vector_size(16)));
+    static const pcv_i8_ pcv_even8 = {0, 2, 4, 6, 8, 10, 12, 14}, pcv_odd8 = {1, 3, 5, 7, 9, 11, 13, 15};
+    static const pcv_i4_ pcv_even4 = {0, 2, 4, 6}, pcv_odd4 = {1, 3, 5, 7};
+    PCV_DEFINE(8)
+    PCV_DEFINE(4)
+
+    /* Outputs [o0, o1) of one output row whose windows lie inside the image, 8 then 4 at a
+       time, as long as the loads stay inside the row (x0: the first window's left column).
+       Returns the first output not done (the caller does the rest one by one), or -1 if a
+       window holds a NaN (the caller redoes the row). */
+    static PCV_CLONES int64_t pcv_max_pool_row_f(const float* row, float* y, int32_t* which,
+                                                 int64_t W, int64_t x0, int64_t o0, int64_t o1,
+                                                 int kh, int kw, int sx) {
+        int64_t o = o0;
+        int32_t nan = 0;
+        /* The last column a chunk of VW outputs reads, from its first window's left column. */
+        const int64_t reach8 = sx == 2 ? 2 * 8 - 1 + ((kw - 1) & ~1) : 8 - 1 + kw - 1;
+        const int64_t reach4 = sx == 2 ? 2 * 4 - 1 + ((kw - 1) & ~1) : 4 - 1 + kw - 1;
+        for (; o + 8 <= o1 && x0 + o * sx + reach8 < W; o += 8)
+            nan |= pcv_max8(row + x0 + o * sx, y + o, which + o, W, kh, kw, sx);
+        for (; o + 4 <= o1 && x0 + o * sx + reach4 < W; o += 4)
+            nan |= pcv_max4(row + x0 + o * sx, y + o, which + o, W, kh, kw, sx);
+        return nan ? -1 : o;
+    }
+
+    /* Backprop of 2-wide windows tiling the row (kw = sx = 2): outputs [0, n) of one output row,
+       for each of its kh input rows: the two cells of each window get 0 + gy (its winner) or
+       +0, written in place of zeros-and-adds, so the same bits. Returns outputs done, or -1 if
+       a winner lies outside the window. */
+    static PCV_CLONES int64_t pcv_unpool_row2_f(const float* gy, const int32_t* which, float* dx,
+                                                int64_t W, int64_t n, int kh) {
+        int64_t o;
+        int ky;
+        pcv_i8 bad = {0};
+        for (o = 0; o + 8 <= n; o += 8) {
+            pcv_f8 g, e, d, lo, hi;
+            pcv_i8 w;
+            memcpy(&g, gy + o, sizeof(g));
+            memcpy(&w, which + o, sizeof(w));
+            g = g + 0.0f;
+            bad |= (w < 0) | (w >= 2 * kh);
+            for (ky = 0; ky < kh; ky++) {
+                e = (pcv_f8)((pcv_i8)g & (w == 2 * ky));
+                d = (pcv_f8)((pcv_i8)g & (w == 2 * ky + 1));
+                lo = __builtin_shuffle(e, d, (pcv_i8){0, 8, 1, 9, 2, 10, 3, 11});
+                hi = __builtin_shuffle(e, d, (pcv_i8){4, 12, 5, 13, 6, 14, 7, 15});
+                memcpy(dx + ky * W + 2 * o, &lo, sizeof(lo));
+                memcpy(dx + ky * W + 2 * o + 8, &hi, sizeof(hi));
+            }
+        }
+        for (; o + 4 <= n; o += 4) {
+            pcv_f4 g, e, d, lo, hi;
+            pcv_i4 w;
+            memcpy(&g, gy + o, sizeof(g));
+            memcpy(&w, which + o, sizeof(w));
+            g = g + 0.0f;
+            {
+                pcv_i4 b4 = (w < 0) | (w >= 2 * kh);
+                int32_t t4[4];
+                memcpy(t4, &b4, sizeof(t4));
+                if (t4[0] | t4[1] | t4[2] | t4[3]) return -1;
+            }
+            for (ky = 0; ky < kh; ky++) {
+                e = (pcv_f4)((pcv_i4)g & (w == 2 * ky));
+                d = (pcv_f4)((pcv_i4)g & (w == 2 * ky + 1));
+                lo = __builtin_shuffle(e, d, (pcv_i4){0, 4, 1, 5});
+                hi = __builtin_shuffle(e, d, (pcv_i4){2, 6, 3, 7});
+                memcpy(dx + ky * W + 2 * o, &lo, sizeof(lo));
+                memcpy(dx + ky * W + 2 * o + 4, &hi, sizeof(hi));
+            }
+        }
+        {
+            int32_t t[8], l, any = 0;
+            memcpy(t, &bad, sizeof(t));
+            for (l = 0; l < 8; l++) any |= t[l];
+            if (any) return -1;
+        }
+        return o;
+    }
+    #else
+    #define PCV_VECTORS 0
+    static int64_t pcv_max_pool_row_f(const float* row, float* y, int32_t* which, int64_t W,
+                                      int64_t x0, int64_t o0, int64_t o1, int kh, int kw, int sx) {
+        return o0;
+    }
+    static int64_t pcv_unpool_row2_f(const float* gy, const int32_t* which, float* dx, int64_t W,
+                                     int64_t n, int kh) { return 0; }
+    #endif
+    """
+    int64_t pcv_max_pool_row_f(const float* row, float* y, int* which, int64_t W, int64_t x0,
+                               int64_t o0, int64_t o1, int kh, int kw, int sx) noexcept nogil
+    int64_t pcv_unpool_row2_f(const float* gy, const int* which, float* dx, int64_t W, int64_t n,
+                              int kh) noexcept nogil
+
+
 cdef inline bint _isnan(real v) noexcept nogil:
     return v != v
 
@@ -40,63 +189,85 @@ cdef inline bint _isnan(real v) noexcept nogil:
 cdef void _max_pool_plane(const real* x, real* y, int* which, Py_ssize_t H, Py_ssize_t W,
                           Py_ssize_t oh, Py_ssize_t ow, int kh, int kw, int sy, int sx,
                           int ph, int pw) noexcept nogil:
-    cdef Py_ssize_t oy, ox, iy, ix, y0, x0
-    cdef int ky, kx, idx, c
-    cdef real v, best
-    cdef bint first, inside_y, take, nan
-    cdef const real* row
+    cdef Py_ssize_t oy, ox, y0, ox_lo, ox_hi, done
     for oy in range(oh):
         y0 = oy * sy - ph
-        inside_y = y0 >= 0 and y0 + kh <= H
-        for ox in range(ow):
-            x0 = ox * sx - pw
-            if inside_y and x0 >= 0 and x0 + kw <= W:
-                # The window lies in the image. Selects, not branches (random data mispredicts
-                # a branch half the time): the first of the largest values. A NaN compares
-                # false, so it is only noted, and a window with one (rare) is searched again
-                # for its first NaN, the winner of numpy's argmax.
-                row = x + y0 * W + x0
-                best = row[0]
-                idx = 0
-                c = 0
-                nan = False
-                for ky in range(kh):
-                    for kx in range(kw):
-                        v = row[ky * W + kx]
-                        take = v > best
-                        idx = c if take else idx
-                        best = v if take else best
-                        nan = nan | (v != v)
-                        c += 1
-                if nan:
-                    idx = _first_nan(row, W, kh, kw)
-                    best = row[(idx // kw) * W + idx % kw]
-                y[oy * ow + ox] = best
-                which[oy * ow + ox] = idx
-                continue
-            best = -INFINITY
-            idx = 0
-            first = True
-            # The window in row-major order, padding read as -inf: `>` keeps the first of equal
-            # values, and the first NaN wins and ends the search (numpy's argmax).
-            for ky in range(kh):
-                iy = y0 + ky
-                for kx in range(kw):
-                    ix = x0 + kx
-                    if 0 <= iy < H and 0 <= ix < W:
-                        v = x[iy * W + ix]
-                    else:
-                        v = -INFINITY
-                    if first or v > best or _isnan(v):
-                        best = v
-                        idx = ky * kw + kx
-                        first = False
-                        if _isnan(v):
-                            break
-                if _isnan(best):
+        ox = 0
+        if y0 >= 0 and y0 + kh <= H:
+            # Outputs [ox_lo, ox_hi) have their windows inside the image: float32 takes them
+            # on vectors (as far as its loads stay in the row), the rest go one by one.
+            ox_lo = (pw + sx - 1) // sx
+            ox_hi = min(ow, (W - kw + pw) // sx + 1) if W >= kw else 0
+            if real is float and (sx == 1 or sx == 2) and ox_lo < ox_hi:
+                while ox < ox_lo:
+                    _max_pool_out(x, y, which, H, W, ow, kh, kw, sy, sx, ph, pw, oy, ox)
+                    ox += 1
+                done = pcv_max_pool_row_f(x + y0 * W, y + oy * ow, which + oy * ow, W, -pw,
+                                          ox_lo, ox_hi, kh, kw, sx)
+                if done >= 0:
+                    ox = done
+                else:
+                    ox = ox_lo  # a NaN: the one-by-one code finds numpy's winner
+        while ox < ow:
+            _max_pool_out(x, y, which, H, W, ow, kh, kw, sy, sx, ph, pw, oy, ox)
+            ox += 1
+
+
+cdef inline void _max_pool_out(const real* x, real* y, int* which, Py_ssize_t H, Py_ssize_t W,
+                               Py_ssize_t ow, int kh, int kw, int sy, int sx, int ph, int pw,
+                               Py_ssize_t oy, Py_ssize_t ox) noexcept nogil:
+    cdef Py_ssize_t iy, ix, y0 = oy * sy - ph, x0 = ox * sx - pw
+    cdef int ky, kx, idx, c
+    cdef real v, best
+    cdef bint first, take, nan
+    cdef const real* row
+    if y0 >= 0 and y0 + kh <= H and x0 >= 0 and x0 + kw <= W:
+        # The window lies in the image. Selects, not branches (random data mispredicts
+        # a branch half the time): the first of the largest values. A NaN compares
+        # false, so it is only noted, and a window with one (rare) is searched again
+        # for its first NaN, the winner of numpy's argmax.
+        row = x + y0 * W + x0
+        best = row[0]
+        idx = 0
+        c = 0
+        nan = False
+        for ky in range(kh):
+            for kx in range(kw):
+                v = row[ky * W + kx]
+                take = v > best
+                idx = c if take else idx
+                best = v if take else best
+                nan = nan | (v != v)
+                c += 1
+        if nan:
+            idx = _first_nan(row, W, kh, kw)
+            best = row[(idx // kw) * W + idx % kw]
+        y[oy * ow + ox] = best
+        which[oy * ow + ox] = idx
+        return
+    best = -INFINITY
+    idx = 0
+    first = True
+    # The window in row-major order, padding read as -inf: `>` keeps the first of equal
+    # values, and the first NaN wins and ends the search (numpy's argmax).
+    for ky in range(kh):
+        iy = y0 + ky
+        for kx in range(kw):
+            ix = x0 + kx
+            if 0 <= iy < H and 0 <= ix < W:
+                v = x[iy * W + ix]
+            else:
+                v = -INFINITY
+            if first or v > best or _isnan(v):
+                best = v
+                idx = ky * kw + kx
+                first = False
+                if _isnan(v):
                     break
-            y[oy * ow + ox] = best
-            which[oy * ow + ox] = idx
+        if _isnan(best):
+            break
+    y[oy * ow + ox] = best
+    which[oy * ow + ox] = idx
 
 
 cdef inline int _first_nan(const real* row, Py_ssize_t W, int kh, int kw) noexcept nogil:
@@ -120,6 +291,29 @@ cdef void _max_pool_unpool_plane(const real* gy, const int* which, real* gx, Py_
             ix = ox * sx - pw + idx % kw
             if 0 <= iy < H and 0 <= ix < W:
                 gx[iy * W + ix] += gy[oy * ow + ox]
+
+
+cdef int _unpool_tiled2_plane(const float* gy, const int* which, float* gx, Py_ssize_t W,
+                              Py_ssize_t oh, Py_ssize_t ow, int kh) noexcept nogil:
+    """Backprop of (kh, 2) windows tiling the plane with strides (kh, 2): every pixel written
+    once, 0 + its window's gradient at the winner and +0 elsewhere (the bits of adding onto
+    zeros). Returns 1 if a winner lies outside its window."""
+    cdef Py_ssize_t oy, ox, done
+    cdef int ky, kx, w
+    cdef float g
+    for oy in range(oh):
+        done = pcv_unpool_row2_f(gy + oy * ow, which + oy * ow, gx + oy * kh * W, W, ow, kh)
+        if done < 0:
+            return 1
+        for ox in range(done, ow):
+            w = which[oy * ow + ox]
+            if w < 0 or w >= 2 * kh:
+                return 1
+            g = gy[oy * ow + ox] + <float>0.0
+            for ky in range(kh):
+                for kx in range(2):
+                    gx[(oy * kh + ky) * W + 2 * ox + kx] = g if w == ky * 2 + kx else <float>0.0
+    return 0
 
 
 cdef void _im2col_plane(const real* x, real* col, Py_ssize_t H, Py_ssize_t W, Py_ssize_t oh,
@@ -297,17 +491,31 @@ def backprop_max_pool_2d(object dY, object which, Py_ssize_t H, Py_ssize_t W, in
         return None
     cdef Py_ssize_t nB = _dim(dY, 0), C = _dim(dY, 1), oh = _dim(dY, 2), ow = _dim(dY, 3)
     cdef Py_ssize_t planes = nB * C, p, i, n
+    cdef int bad = 0
+    cdef const int[:, :, :, ::1] w_view
+    cdef const float[:, :, :, ::1] g32
+    cdef float[:, :, :, ::1] d32
+    cdef const double[:, :, :, ::1] g64
+    cdef double[:, :, :, ::1] d64
+    if (kind == 4 and kw == 2 and sx == 2 and kh == sy and ph == 0 and pw == 0 and oh * kh == H
+            and ow * 2 == W and planes and oh and ow):
+        # Windows tile the image: each pixel is written once, no zeroing, no adds.
+        dX = numpy.empty((nB, C, H, W), dtype=dY.dtype)
+        g32 = dY
+        d32 = dX
+        w_view = which
+        for p in prange(planes, nogil=True, schedule="static"):
+            if _unpool_tiled2_plane(&g32[0, 0, 0, 0] + p * oh * ow, &w_view[0, 0, 0, 0] + p * oh * ow,
+                                    &d32[0, 0, 0, 0] + p * H * W, W, oh, ow, kh):
+                bad += 1  # a reduction (a plain assignment in prange keeps the last iteration's)
+        return None if bad else dX  # the reference reports (or routes) out-of-window winners
     w_arr = numpy.asarray(which)
     if w_arr.size and (int(w_arr.min()) < 0 or int(w_arr.max()) >= kh * kw):
         return None  # the reference reports (or routes) out-of-window winners
     dX = numpy.zeros((nB, C, H, W), dtype=dY.dtype)
     if planes == 0 or oh == 0 or ow == 0 or H == 0 or W == 0:
         return dX
-    cdef const int[:, :, :, ::1] w_view = which
-    cdef const float[:, :, :, ::1] g32
-    cdef float[:, :, :, ::1] d32
-    cdef const double[:, :, :, ::1] g64
-    cdef double[:, :, :, ::1] d64
+    w_view = which
     if kind == 4:
         g32 = dY
         d32 = dX

@@ -1,0 +1,723 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""2-D convolution as blocked matrix products whose operands are packed straight from the images:
+the three products of a convolution (forward, data gradient, filter gradient) for NumpyOps.
+
+Per image and group, with K = Cg * kh * kw window cells and P = oh * ow output positions:
+
+* forward: Y_n (Og, P) = W (Og, K) @ col_n (K, P) + b
+* data gradient: dX_n = col2im(W.T (K, Og) @ dY_n (Og, P))
+* filter gradient: dW (Og, K) = sum over n of dY_n (Og, P) @ col_n.T (P, K)
+
+col_n is never built for the whole batch: one image's windows are copied into a buffer that
+stays in cache (the im2col of _kernels_cpu/conv.pyx, rows padded to whole vectors) and read
+there by a register-blocked kernel (GCC vector extensions; compiled for AVX-512, AVX2+FMA and
+the baseline, picked at run time from what the CPU has). The filter gradient contracts over the
+output positions of a group of images at a time, with partial sums in vector registers.
+
+Sums are taken in another order than the reference's (numpy.matmul, then col2im and + b), so
+results equal it to rounding, not bit for bit; the order is fixed by the shapes alone, never by
+the thread count: images are independent in the forward and data-gradient products, and each
+filter-gradient entry is one thread's sum over the image groups, in batch order.
+
+Entry points take float32/float64 arrays of one dtype (made C-contiguous here) and return None
+outside their case (other ranks or dtypes, sizes past 32-bit ints); the mixin
+(plait.backends._numpy_conv) then runs the Ops reference.
+"""
+cimport numpy as cnp
+from cython.parallel cimport prange
+from libc.stdint cimport int64_t
+
+import numpy
+
+cnp.import_array()
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <stdlib.h>
+    #include <string.h>
+    #ifdef _OPENMP
+    #include <omp.h>
+    static int pcg_threads(void) { return omp_get_max_threads(); }
+    #else
+    static int pcg_threads(void) { return 1; }
+    #endif
+
+    #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__x86_64__) && defined(__linux__)
+    #define PCG_X86_DISPATCH 1
+    #pragma GCC diagnostic ignored "-Wpsabi"
+    #endif
+    #if defined(__GNUC__)
+    #define PCG_INLINE inline __attribute__((always_inline))
+    #else
+    #define PCG_INLINE inline
+    #endif
+
+    /* One convolution's geometry (per group: C channels in, O out). */
+    typedef struct {
+        int64_t nB, G, C, O, H, W, kh, kw, sy, sx, ph, pw, dy, dx, oh, ow;
+    } pcg_geom;
+
+    static int64_t pcg_roundup(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+    /* The windows of one image's C channels (x: C planes of H x W) for window rows [r0, r1)
+       (row r = (c * kh + ky) * kw + kx): row r goes to col + (r - r0) * ld, the oh * ow output
+       positions first, then zeros up to P_pad. Cells outside the image read as 0. */
+    #define PCG_DEFINE_PACK(NAME, T, ATTR)                                                       \
+    /* n values: whole 64/32/16-byte moves (inlined), then one by one. */                      \
+    static PCG_INLINE void NAME##_copy(T* dst, const T* src, int64_t n) {                       \
+        for (; n * (int64_t)sizeof(T) >= 64; n -= 64 / sizeof(T), dst += 64 / sizeof(T), src += 64 / sizeof(T)) \
+            memcpy(dst, src, 64);                                                                \
+        if (n * sizeof(T) >= 32) { memcpy(dst, src, 32); n -= 32 / sizeof(T); dst += 32 / sizeof(T); src += 32 / sizeof(T); } \
+        if (n * sizeof(T) >= 16) { memcpy(dst, src, 16); n -= 16 / sizeof(T); dst += 16 / sizeof(T); src += 16 / sizeof(T); } \
+        for (; n > 0; n--) *dst++ = *src++;                                                      \
+    }                                                                                            \
+    ATTR static void NAME##_pack(const T* x, T* col, int64_t ld, int64_t P_pad, int64_t r0,      \
+                                 int64_t r1, const pcg_geom* g) {                                \
+        const int64_t H = g->H, W = g->W, oh = g->oh, ow = g->ow, K2 = g->kh * g->kw;            \
+        const int64_t sy = g->sy, sx = g->sx;                                                    \
+        int64_t r, oy, ox;                                                                       \
+        /* (c, ky, kx) of row r0, then counted up: no division per row. */                      \
+        int64_t c = r0 / K2, ky = (r0 % K2) / g->kw, kx = r0 % g->kw;                            \
+        for (r = r0; r < r1; r++) {                                                              \
+            const T* plane = x + c * H * W;                                                      \
+            T* dst = col + (r - r0) * ld;                                                        \
+            const int64_t ix0 = kx * g->dx - g->pw, iy0 = ky * g->dy - g->ph;                    \
+            /* Output columns [lo, hi) read inside the image (stride 1: one run per row). */    \
+            int64_t lo = 0, hi = ow;                                                             \
+            if (sx == 1) {                                                                       \
+                lo = ix0 < 0 ? -ix0 : 0;                                                         \
+                hi = W - ix0 < ow ? W - ix0 : ow;                                                \
+                if (hi < lo) hi = lo;                                                            \
+                if (lo > ow) lo = hi = ow;                                                       \
+            }                                                                                    \
+            /* Output rows [oy_lo, oy_hi) read inside the image; the others are padding. */     \
+            int64_t oy_lo = iy0 < 0 ? (-iy0 + sy - 1) / sy : 0;                                  \
+            int64_t oy_hi = H - iy0 <= 0 ? 0 : (H - iy0 + sy - 1) / sy;                          \
+            if (oy_hi > oh) oy_hi = oh;                                                          \
+            if (oy_lo > oy_hi) oy_lo = oy_hi;                                                    \
+            if (oy_lo) memset(dst, 0, oy_lo * ow * sizeof(T));                                   \
+            if (oy_hi < oh) memset(dst + oy_hi * ow, 0, (oh - oy_hi) * ow * sizeof(T));          \
+            const T* src = plane + (oy_lo * sy + iy0) * W + ix0;                                 \
+            if (sx == 1 && lo == 0 && hi == ow && ow % (32 / sizeof(T)) == 0) {                  \
+                /* Whole rows of 32-byte pieces (the common case): nothing else per row. */     \
+                for (oy = oy_lo; oy < oy_hi; oy++, src += sy * W) {                              \
+                    T* d = dst + oy * ow;                                                        \
+                    for (ox = 0; ox < ow; ox += 32 / sizeof(T)) memcpy(d + ox, src + ox, 32);    \
+                }                                                                                \
+            } else if (sx == 1) {                                                                \
+                for (oy = oy_lo; oy < oy_hi; oy++, src += sy * W) {                              \
+                    T* d = dst + oy * ow;                                                        \
+                    for (ox = 0; ox < lo; ox++) d[ox] = 0;                                       \
+                    NAME##_copy(d + lo, src + lo, hi - lo);                                      \
+                    for (ox = hi; ox < ow; ox++) d[ox] = 0;                                      \
+                }                                                                                \
+            } else {                                                                             \
+                for (oy = oy_lo; oy < oy_hi; oy++, src += sy * W) {                              \
+                    T* d = dst + oy * ow;                                                        \
+                    for (ox = 0; ox < ow; ox++) {                                                \
+                        const int64_t ix = ox * sx + ix0;                                        \
+                        d[ox] = (ix >= 0 && ix < W) ? src[ox * sx] : (T)0;                       \
+                    }                                                                            \
+                }                                                                                \
+            }                                                                                    \
+            for (ox = oh * ow; ox < P_pad; ox++) col[(r - r0) * ld + ox] = 0;                    \
+            if (++kx == g->kw) { kx = 0; if (++ky == g->kh) { ky = 0; c++; } }                  \
+        }                                                                                        \
+    }
+
+    #define PCG_DEFINE_UNPACK(NAME, T, ATTR)                                                     \
+    typedef T NAME##_h __attribute__((vector_size(32)));                                         \
+    ATTR static void NAME##_unpack(const T* col, int64_t ld, T* x, const pcg_geom* g) {         \
+        const int64_t H = g->H, W = g->W, oh = g->oh, ow = g->ow, kh = g->kh, kw = g->kw;       \
+        int64_t c, ky, kx, oy, ox;                                                               \
+        memset(x, 0, g->C * H * W * sizeof(T));                                                  \
+        for (c = 0; c < g->C; c++) {                                                             \
+            T* plane = x + c * H * W;                                                            \
+            for (ky = 0; ky < kh; ky++)                                                          \
+                for (kx = 0; kx < kw; kx++) {                                                    \
+                    const T* src = col + ((c * kh + ky) * kw + kx) * ld;                         \
+                    const int64_t ix0 = kx * g->dx - g->pw;                                      \
+                    int64_t lo = 0, hi = ow;                                                     \
+                    if (g->sx == 1) {                                                            \
+                        lo = ix0 < 0 ? -ix0 : 0;                                                 \
+                        hi = W - ix0 < ow ? W - ix0 : ow;                                        \
+                        if (lo > ow) lo = ow;                                                    \
+                    }                                                                            \
+                    const int64_t iy0 = ky * g->dy - g->ph, sy = g->sy;                          \
+                    int64_t oy_lo = iy0 < 0 ? (-iy0 + sy - 1) / sy : 0;                          \
+                    int64_t oy_hi = H - iy0 <= 0 ? 0 : (H - iy0 + sy - 1) / sy;                  \
+                    if (oy_hi > oh) oy_hi = oh;                                                  \
+                    src += oy_lo * ow;                                                           \
+                    if (g->sx == 1 && lo == 0 && hi == ow && ow % (32 / sizeof(T)) == 0) {       \
+                        /* Whole rows, 32 bytes at a time (the common case). */                  \
+                        for (oy = oy_lo; oy < oy_hi; oy++, src += ow) {                          \
+                            T* dst = plane + (oy * sy + iy0) * W + ix0;                          \
+                            for (ox = 0; ox < ow; ox += 32 / sizeof(T)) {                        \
+                                NAME##_h a, b;                                                   \
+                                memcpy(&a, dst + ox, 32);                                        \
+                                memcpy(&b, src + ox, 32);                                        \
+                                a += b;                                                          \
+                                memcpy(dst + ox, &a, 32);                                        \
+                            }                                                                    \
+                        }                                                                        \
+                        continue;                                                                \
+                    }                                                                            \
+                    for (oy = oy_lo; oy < oy_hi; oy++, src += ow) {                              \
+                        T* dst = plane + (oy * sy + iy0) * W;                                    \
+                        if (g->sx == 1) {                                                        \
+                            for (ox = lo; ox < hi; ox++) dst[ox + ix0] += src[ox];               \
+                        } else {                                                                 \
+                            for (ox = 0; ox < ow; ox++) {                                        \
+                                const int64_t ix = ox * g->sx + ix0;                             \
+                                if (ix >= 0 && ix < W) dst[ix] += src[ox];                       \
+                            }                                                                    \
+                        }                                                                        \
+                    }                                                                            \
+                }                                                                                \
+        }                                                                                        \
+    }
+
+    typedef float pcg_f;
+    typedef double pcg_d;
+
+    /* ---------------------------------------------------------------- products on vectors
+
+       NN: C (M, N) = Ap @ B (+ bias per row), Ap packed in blocks of MR rows (block i at
+       Ap + i * MR * K, entry (r, k) at [k * MR + r], rows past M zero), B (K, N) with rows of
+       whole vectors (ldb >= N rounded up). MR x NV vectors of C stay in registers over all of K.
+
+       DOT: C (M, N) = A (M, K) @ B (N, K).T with K a multiple of the vector width: MRD x NRD
+       vector partial sums, added across at the end. Each entry is then one sum over K. */
+
+    /* Shuffle masks of the tree that adds VW partial-sum vectors across (see NAME##_hsum):
+       pcg_mask_T[VW][level][0 = low halves, 1 = high halves][lane]; filled by pcg_init. */
+    static int32_t pcg_mask_int32_t[17][4][2][16];
+    static int64_t pcg_mask_int64_t[17][4][2][16];
+    static void pcg_init(void) {
+        int vw, level, i;
+        for (vw = 2; vw <= 16; vw *= 2)
+            for (level = 0; (1 << level) < vw; level++) {
+                const int h = vw >> (level + 1), w = 2 * h, nu = vw / w;
+                for (i = 0; i < vw; i++) {
+                    const int s = i / h, e = i % h;
+                    const int base = s < nu ? s * w : vw + (s - nu) * w;
+                    pcg_mask_int32_t[vw][level][0][i] = pcg_mask_int64_t[vw][level][0][i] = base + e;
+                    pcg_mask_int32_t[vw][level][1][i] = pcg_mask_int64_t[vw][level][1][i] = base + h + e;
+                }
+            }
+    }
+
+    #define PCG_NN_BLOCK(NAME, T, VW, MR, NVC)                                                   \
+        {                                                                                        \
+            NAME##_v acc[MR][NVC];                                                               \
+            int r_, q_;                                                                          \
+            int64_t k_;                                                                          \
+            for (r_ = 0; r_ < MR; r_++)                                                          \
+                for (q_ = 0; q_ < NVC; q_++) acc[r_][q_] = (NAME##_v){0};                        \
+            const T* a_ = a;                                                                     \
+            const T* b_ = B + j;                                                                 \
+            for (k_ = 0; k_ < K; k_++, a_ += MR, b_ += ldb) {                                    \
+                NAME##_v bv[NVC];                                                                \
+                for (q_ = 0; q_ < NVC; q_++) bv[q_] = NAME##_ld(b_ + q_ * VW);                   \
+                for (r_ = 0; r_ < MR; r_++) {                                                    \
+                    const T av = a_[r_];                                                         \
+                    for (q_ = 0; q_ < NVC; q_++) acc[r_][q_] += av * bv[q_];                     \
+                }                                                                                \
+            }                                                                                    \
+            for (r_ = 0; r_ < rows; r_++) {                                                      \
+                T* c_ = C + (i0 + r_) * ldc + j;                                                 \
+                for (q_ = 0; q_ < NVC; q_++) {                                                   \
+                    NAME##_v v = acc[r_][q_];                                                    \
+                    if (bias) v += bias[i0 + r_];                                                \
+                    if (j + (q_ + 1) * VW <= N) NAME##_st(c_ + q_ * VW, v);                      \
+                    else { T t_[VW]; int64_t n_ = N - j - q_ * VW; if (n_ > VW) n_ = VW;        \
+                           memcpy(t_, &v, sizeof(v)); memcpy(c_ + q_ * VW, t_, n_ * sizeof(T)); }\
+                }                                                                                \
+            }                                                                                    \
+        }
+
+    /* The dot block: MRD x NRD partial-sum vectors. A full block (MRD * NRD == VW) is added
+       across by a tree of shuffles into one vector of its VW sums (3 operations per partial sum
+       instead of VW); the edge blocks (one row or column) lane by lane. Either way each sum's
+       order is fixed by the block's place, which depends on the shapes only. */
+    #define PCG_DOT_BLOCK(NAME, T, VW, MRD, NRD)                                                 \
+        {                                                                                        \
+            NAME##_v acc[MRD * NRD];                                                             \
+            int r_, q_, l_;                                                                      \
+            int64_t k_;                                                                          \
+            for (r_ = 0; r_ < MRD * NRD; r_++) acc[r_] = (NAME##_v){0};                          \
+            for (k_ = 0; k_ < K; k_ += VW) {                                                     \
+                NAME##_v av[MRD];                                                                \
+                for (r_ = 0; r_ < MRD; r_++) av[r_] = NAME##_ld(A + (i + r_) * lda + k_);        \
+                for (q_ = 0; q_ < NRD; q_++) {                                                   \
+                    const NAME##_v bv = NAME##_ld(B + (j + q_) * ldb + k_);                      \
+                    for (r_ = 0; r_ < MRD; r_++) acc[r_ * NRD + q_] += av[r_] * bv;              \
+                }                                                                                \
+            }                                                                                    \
+            if (MRD * NRD == VW) {                                                               \
+                T t_[VW];                                                                        \
+                NAME##_v s_ = NAME##_hsum(acc);                                                  \
+                memcpy(t_, &s_, sizeof(t_));                                                     \
+                for (r_ = 0; r_ < MRD; r_++)                                                     \
+                    for (q_ = 0; q_ < NRD; q_++) C[(i + r_) * ldc + j + q_] = t_[r_ * NRD + q_]; \
+            } else {                                                                             \
+                for (r_ = 0; r_ < MRD * NRD; r_++) {                                             \
+                    T t_[VW], s_ = 0;                                                            \
+                    memcpy(t_, &acc[r_], sizeof(t_));                                            \
+                    for (l_ = 0; l_ < VW; l_++) s_ += t_[l_];                                    \
+                    C[(i + r_ / NRD) * ldc + j + r_ % NRD] = s_;                                 \
+                }                                                                                \
+            }                                                                                    \
+        }
+
+    #define PCG_DEFINE_PRODUCTS(NAME, T, MT, VW, MR, NV, MRD, NRD, ATTR)                              \
+    typedef T NAME##_v __attribute__((vector_size(VW * sizeof(T))));                            \
+    static PCG_INLINE NAME##_v NAME##_ld(const T* p) { NAME##_v v; memcpy(&v, p, sizeof(v)); return v; } \
+    static PCG_INLINE void NAME##_st(T* p, NAME##_v v) { memcpy(p, &v, sizeof(v)); }            \
+    typedef MT NAME##_m __attribute__((vector_size(VW * sizeof(T))));                            \
+    /* u, v holding n segments each -> 2n segments of half the width h, each the sum of its     \
+       two halves, u's segments first (masks from pcg_masks). */                                \
+    static PCG_INLINE NAME##_v NAME##_pair(NAME##_v u, NAME##_v v, int level) {                 \
+        NAME##_m lo, hi;                                                                         \
+        memcpy(&lo, pcg_mask_##MT[VW][level][0], sizeof(lo));                                   \
+        memcpy(&hi, pcg_mask_##MT[VW][level][1], sizeof(hi));                                   \
+        return __builtin_shuffle(u, v, lo) + __builtin_shuffle(u, v, hi);                       \
+    }                                                                                            \
+    /* VW vectors -> one vector of their VW sums, in order (a is overwritten). */               \
+    static PCG_INLINE NAME##_v NAME##_hsum(NAME##_v* a) {                                       \
+        int n_ = VW, level_ = 0, i_;                                                             \
+        _Pragma("GCC unroll 8")                                                                  \
+        for (; n_ > 1; n_ /= 2, level_++) {                                                      \
+            _Pragma("GCC unroll 16")                                                             \
+            for (i_ = 0; i_ < n_ / 2; i_++) a[i_] = NAME##_pair(a[2 * i_], a[2 * i_ + 1], level_); \
+        }                                                                                        \
+        return a[0];                                                                             \
+    }                                                                                            \
+    ATTR static void NAME##_nn(int64_t M, int64_t N, int64_t K, const T* Ap, const T* B,        \
+                               int64_t ldb, T* C, int64_t ldc, const T* bias) {                 \
+        int64_t i0, j;                                                                           \
+        for (j = 0; j < N; j += NV * VW) {                                                       \
+            const int64_t nv = (N - j + VW - 1) / VW;                                            \
+            for (i0 = 0; i0 < M; i0 += MR) {                                                     \
+                const int64_t rows = M - i0 < MR ? M - i0 : MR;                                  \
+                const T* a = Ap + i0 * K;                                                        \
+                if (nv >= NV) PCG_NN_BLOCK(NAME, T, VW, MR, NV)                                  \
+                else if (nv == 3) PCG_NN_BLOCK(NAME, T, VW, MR, 3)                               \
+                else if (nv == 2) PCG_NN_BLOCK(NAME, T, VW, MR, 2)                               \
+                else PCG_NN_BLOCK(NAME, T, VW, MR, 1)                                            \
+            }                                                                                    \
+        }                                                                                        \
+    }                                                                                            \
+    ATTR static void NAME##_dot(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,       \
+                                const T* B, int64_t ldb, T* C, int64_t ldc) {                   \
+        int64_t i, j;                                                                            \
+        for (j = 0; j + NRD <= N; j += NRD) {                                                    \
+            for (i = 0; i + MRD <= M; i += MRD) PCG_DOT_BLOCK(NAME, T, VW, MRD, NRD)             \
+            for (; i < M; i++) PCG_DOT_BLOCK(NAME, T, VW, 1, NRD)                                \
+        }                                                                                        \
+        for (; j < N; j++) {                                                                     \
+            for (i = 0; i + MRD <= M; i += MRD) PCG_DOT_BLOCK(NAME, T, VW, MRD, 1)               \
+            for (; i < M; i++) PCG_DOT_BLOCK(NAME, T, VW, 1, 1)                                  \
+        }                                                                                        \
+    }
+
+    #ifdef PCG_X86_DISPATCH
+    #define PCG_V4 __attribute__((target("arch=x86-64-v4")))
+    #define PCG_V3 __attribute__((target("arch=x86-64-v3")))
+    PCG_DEFINE_PACK(pcg_f_v4, pcg_f, PCG_V4)
+    PCG_DEFINE_PACK(pcg_d_v4, pcg_d, PCG_V4)
+    PCG_DEFINE_PACK(pcg_f_v3, pcg_f, PCG_V3)
+    PCG_DEFINE_PACK(pcg_d_v3, pcg_d, PCG_V3)
+    PCG_DEFINE_UNPACK(pcg_f_v4, pcg_f, PCG_V4)
+    PCG_DEFINE_UNPACK(pcg_d_v4, pcg_d, PCG_V4)
+    PCG_DEFINE_UNPACK(pcg_f_v3, pcg_f, PCG_V3)
+    PCG_DEFINE_UNPACK(pcg_d_v3, pcg_d, PCG_V3)
+    PCG_DEFINE_PRODUCTS(pcg_f_v4, pcg_f, int32_t, 16, 5, 4, 4, 4, PCG_V4)
+    PCG_DEFINE_PRODUCTS(pcg_d_v4, pcg_d, int64_t, 8, 5, 4, 2, 4, PCG_V4)
+    PCG_DEFINE_PRODUCTS(pcg_f_v3, pcg_f, int32_t, 8, 6, 2, 2, 4, PCG_V3)
+    PCG_DEFINE_PRODUCTS(pcg_d_v3, pcg_d, int64_t, 4, 6, 2, 2, 2, PCG_V3)
+    #endif
+    PCG_DEFINE_PACK(pcg_f_v1, pcg_f, )
+    PCG_DEFINE_PACK(pcg_d_v1, pcg_d, )
+    PCG_DEFINE_UNPACK(pcg_f_v1, pcg_f, )
+    PCG_DEFINE_UNPACK(pcg_d_v1, pcg_d, )
+    PCG_DEFINE_PRODUCTS(pcg_f_v1, pcg_f, int32_t, 4, 4, 2, 2, 2, )
+    PCG_DEFINE_PRODUCTS(pcg_d_v1, pcg_d, int64_t, 2, 4, 2, 1, 2, )
+
+    static volatile int pcg_isa_detected = 0, pcg_isa_forced = 0;
+    static int pcg_isa(void) {
+    #ifdef PCG_X86_DISPATCH
+        if (pcg_isa_detected == 0) {  /* benign race: every thread computes the same value */
+            __builtin_cpu_init();
+            pcg_isa_detected = __builtin_cpu_supports("x86-64-v4") ? 4
+                               : (__builtin_cpu_supports("x86-64-v3") ? 3 : 1);
+        }
+    #else
+        pcg_isa_detected = 1;
+    #endif
+        return pcg_isa_forced && pcg_isa_forced < pcg_isa_detected ? pcg_isa_forced : pcg_isa_detected;
+    }
+    /* For tests: run at a lower level than the CPU's (0: the CPU's own). */
+    static int pcg_set_isa(int force) { pcg_isa_forced = force; return pcg_isa(); }
+    static int64_t pcg_width(int isa, int itemsize) {
+        int64_t bytes = isa == 4 ? 64 : (isa == 3 ? 32 : 16);
+        return bytes / itemsize;
+    }
+    static int64_t pcg_mr(int isa) { return isa == 4 ? 5 : (isa == 3 ? 6 : 4); }
+
+    /* W (G * O, C * kh * kw) -> per group, blocks of MR rows of W (trans = 0: rows are output
+       channels, K = C * kh * kw) or of W.T (trans = 1: rows are window cells, K = O). */
+    #define PCG_DEFINE_PACKW(T)                                                                  \
+    static void pcg_pack_w_##T(const T* W, T* Wp, int64_t G, int64_t O, int64_t KC, int64_t MR, \
+                               int trans) {                                                      \
+        const int64_t M = trans ? KC : O, K = trans ? O : KC, Mp = pcg_roundup(M, MR);           \
+        int64_t g, i, k, r;                                                                      \
+        for (g = 0; g < G; g++) {                                                                \
+            const T* w = W + g * O * KC;                                                         \
+            T* dst = Wp + g * Mp * K;                                                            \
+            for (i = 0; i < Mp; i += MR)                                                         \
+                for (k = 0; k < K; k++)                                                          \
+                    for (r = 0; r < MR; r++) {                                                   \
+                        const int64_t m = i + r;                                                 \
+                        *dst++ = m >= M ? (T)0 : (trans ? w[k * KC + m] : w[m * KC + k]);        \
+                    }                                                                            \
+        }                                                                                        \
+    }
+    PCG_DEFINE_PACKW(pcg_f)
+    PCG_DEFINE_PACKW(pcg_d)
+
+    /* Forward for images [n0, n1): Y (nB, G*O, oh, ow) = conv(X, W) + b. Wp from pack_w. */
+    #define PCG_ROWS 64
+    #define PCG_DEFINE_DRIVERS(T, SUF)                                                           \
+    static int pcg_forward_##SUF(const T* X, const T* Wp, const T* b, T* Y, int64_t n0,          \
+                                 int64_t n1, const pcg_geom* g, int isa) {                      \
+        const int64_t VW = pcg_width(isa, sizeof(T)), MR = pcg_mr(isa);                          \
+        const int64_t KC = g->C * g->kh * g->kw, P = g->oh * g->ow, Pp = pcg_roundup(P, VW);     \
+        const int64_t Mp = pcg_roundup(g->O, MR);                                                \
+        T* col = (T*)malloc(KC * Pp * sizeof(T));                                                \
+        int64_t n, gi;                                                                           \
+        if (!col) return -1;                                                                     \
+        for (n = n0; n < n1; n++)                                                                \
+            for (gi = 0; gi < g->G; gi++) {                                                      \
+                const T* x = X + (n * g->G + gi) * g->C * g->H * g->W;                           \
+                T* y = Y + (n * g->G + gi) * g->O * P;                                            \
+                PCG_ISA_CALL(T, pack, (x, col, Pp, Pp, 0, KC, g))                                \
+                const T* a = Wp + gi * Mp * KC;                                                  \
+                const T* bias = b ? b + gi * g->O : NULL;                                        \
+                PCG_ISA_CALL(T, nn, (g->O, P, KC, a, col, Pp, y, P, bias))                       \
+            }                                                                                    \
+        free(col);                                                                               \
+        return 0;                                                                                \
+    }                                                                                            \
+    /* Data gradient for images [n0, n1): dX (nB, G*C, H, W) from dY (nB, G*O, oh, ow). */      \
+    static int pcg_backward_data_##SUF(const T* dY, const T* WTp, T* dX, int64_t n0, int64_t n1, \
+                                       const pcg_geom* g, int isa) {                            \
+        const int64_t VW = pcg_width(isa, sizeof(T)), MR = pcg_mr(isa);                          \
+        const int64_t KC = g->C * g->kh * g->kw, P = g->oh * g->ow, Pp = pcg_roundup(P, VW);     \
+        const int64_t Mp = pcg_roundup(KC, MR);                                                  \
+        T* dcol = (T*)malloc((KC * Pp + (Pp != P ? g->O * Pp : 0)) * sizeof(T));                 \
+        T* dyp = dcol + KC * Pp;                                                                 \
+        int64_t n, gi, o;                                                                        \
+        if (!dcol) return -1;                                                                    \
+        for (n = n0; n < n1; n++)                                                                \
+            for (gi = 0; gi < g->G; gi++) {                                                      \
+                const T* dy = dY + (n * g->G + gi) * g->O * P;                                    \
+                T* dx = dX + (n * g->G + gi) * g->C * g->H * g->W;                                \
+                const T* B = dy;                                                                 \
+                if (Pp != P) {  /* rows padded to whole vectors */                               \
+                    for (o = 0; o < g->O; o++) {                                                 \
+                        memcpy(dyp + o * Pp, dy + o * P, P * sizeof(T));                         \
+                        memset(dyp + o * Pp + P, 0, (Pp - P) * sizeof(T));                       \
+                    }                                                                            \
+                    B = dyp;                                                                     \
+                }                                                                                \
+                const T* a = WTp + gi * Mp * g->O;                                               \
+                PCG_ISA_CALL(T, nn, (KC, P, g->O, a, B, Pp, dcol, Pp, (const T*)NULL))           \
+                PCG_ISA_CALL(T, unpack, (dcol, Pp, dx, g))                                       \
+            }                                                                                    \
+        free(dcol);                                                                              \
+        return 0;                                                                                \
+    }                                                                                            \
+    /* Filter gradient, window rows [r0, r1) of every group: dW (G*O, C*kh*kw) = sum over the    \
+       batch, NG images at a time, each entry added up in batch order. The windows are copied  \
+       out PCG_ROWS rows at a time and read while they are in cache. */                        \
+    static int pcg_backward_filter_##SUF(const T* dY, const T* X, T* dW, int64_t r0, int64_t r1, \
+                                         int64_t NG, const pcg_geom* g, int isa) {              \
+        const int64_t VW = pcg_width(isa, sizeof(T));                                            \
+        const int64_t KC = g->C * g->kh * g->kw, P = g->oh * g->ow, Pp = pcg_roundup(P, VW);     \
+        const int64_t R = r1 - r0, L = NG * Pp, RC = R < PCG_ROWS ? R : PCG_ROWS;               \
+        T* col = (T*)malloc((RC * L + g->O * L + g->O * RC) * sizeof(T));                        \
+        T* dyp = col + RC * L;                                                                   \
+        T* part = dyp + g->O * L;                                                                \
+        int64_t n0, n, gi, o, r, q0, q1;                                                         \
+        if (!col) return -1;                                                                     \
+        if (R <= 0) { free(col); return 0; }                                                     \
+        for (gi = 0; gi < g->G; gi++) {                                                          \
+            T* dw = dW + gi * g->O * KC;                                                         \
+            for (n0 = 0; n0 < g->nB; n0 += NG) {                                                 \
+                const int64_t m = g->nB - n0 < NG ? g->nB - n0 : NG;                             \
+                for (n = 0; n < m; n++) {                                                        \
+                    const T* dy = dY + ((n0 + n) * g->G + gi) * g->O * P;                         \
+                    for (o = 0; o < g->O; o++) {                                                 \
+                        memcpy(dyp + o * L + n * Pp, dy + o * P, P * sizeof(T));                 \
+                        memset(dyp + o * L + n * Pp + P, 0, (Pp - P) * sizeof(T));               \
+                    }                                                                            \
+                }                                                                                \
+                for (q0 = r0; q0 < r1; q0 = q1) {                                                \
+                    q1 = r1 - q0 < RC ? r1 : q0 + RC;                                            \
+                    for (n = 0; n < m; n++) {                                                    \
+                        const T* x = X + ((n0 + n) * g->G + gi) * g->C * g->H * g->W;             \
+                        PCG_ISA_CALL(T, pack, (x, col + n * Pp, L, Pp, q0, q1, g))                \
+                    }                                                                            \
+                    PCG_ISA_CALL(T, dot, (g->O, q1 - q0, m * Pp, dyp, L, col, L, part, q1 - q0)) \
+                    for (o = 0; o < g->O; o++)                                                   \
+                        for (r = 0; r < q1 - q0; r++) {                                          \
+                            if (n0 == 0) dw[o * KC + q0 + r] = part[o * (q1 - q0) + r];          \
+                            else dw[o * KC + q0 + r] += part[o * (q1 - q0) + r];                 \
+                        }                                                                        \
+                }                                                                                \
+            }                                                                                    \
+        }                                                                                        \
+        free(col);                                                                               \
+        return 0;                                                                                \
+    }
+
+    #ifdef PCG_X86_DISPATCH
+    #define PCG_ISA_CALL(T, KIND, ARGS)                                                          \
+        if (isa == 4) T##_v4_##KIND ARGS;                                                        \
+        else if (isa == 3) T##_v3_##KIND ARGS;                                                   \
+        else T##_v1_##KIND ARGS;
+    #else
+    #define PCG_ISA_CALL(T, KIND, ARGS) T##_v1_##KIND ARGS;
+    #endif
+    PCG_DEFINE_DRIVERS(pcg_f, f)
+    PCG_DEFINE_DRIVERS(pcg_d, d)
+    """
+    ctypedef struct pcg_geom:
+        int64_t nB, G, C, O, H, W, kh, kw, sy, sx, ph, pw, dy, dx, oh, ow
+    int pcg_threads() noexcept nogil
+    void pcg_init() noexcept nogil
+    int pcg_isa() noexcept nogil
+    int pcg_set_isa(int force) noexcept nogil
+    int64_t pcg_width(int isa, int itemsize) noexcept nogil
+    int64_t pcg_mr(int isa) noexcept nogil
+    int64_t pcg_roundup(int64_t v, int64_t m) noexcept nogil
+    void pcg_pack_w_pcg_f(const float* W, float* Wp, int64_t G, int64_t O, int64_t KC, int64_t MR, int trans) noexcept nogil
+    void pcg_pack_w_pcg_d(const double* W, double* Wp, int64_t G, int64_t O, int64_t KC, int64_t MR, int trans) noexcept nogil
+    int pcg_forward_f(const float* X, const float* Wp, const float* b, float* Y, int64_t n0, int64_t n1,
+                      const pcg_geom* g, int isa) noexcept nogil
+    int pcg_forward_d(const double* X, const double* Wp, const double* b, double* Y, int64_t n0, int64_t n1,
+                      const pcg_geom* g, int isa) noexcept nogil
+    int pcg_backward_data_f(const float* dY, const float* WTp, float* dX, int64_t n0, int64_t n1,
+                            const pcg_geom* g, int isa) noexcept nogil
+    int pcg_backward_data_d(const double* dY, const double* WTp, double* dX, int64_t n0, int64_t n1,
+                            const pcg_geom* g, int isa) noexcept nogil
+    int pcg_backward_filter_f(const float* dY, const float* X, float* dW, int64_t r0, int64_t r1, int64_t NG,
+                              const pcg_geom* g, int isa) noexcept nogil
+    int pcg_backward_filter_d(const double* dY, const double* X, double* dW, int64_t r0, int64_t r1, int64_t NG,
+                              const pcg_geom* g, int isa) noexcept nogil
+
+
+cdef int64_t _INT_MAX = 2147483647
+
+pcg_init()
+
+# The filter gradient contracts over about this many output positions at a time (whole images):
+# enough to pay for adding the vector partial sums across, few enough to stay in cache.
+_DOT_POSITIONS = 512
+
+
+def _set_isa(int force=0) -> int:
+    """For tests: compute at a lower instruction-set level (1 baseline, 3 AVX2, 4 AVX-512) than
+    the CPU's; 0 restores the CPU's own. Returns the level now in use."""
+    return pcg_set_isa(force)
+
+
+cdef object _as_float(object A, object dtype):
+    if not isinstance(A, numpy.ndarray) or A.dtype != dtype:
+        return None
+    return numpy.ascontiguousarray(A)
+
+
+cdef object _dtype_of(object X, object W):
+    if not isinstance(X, numpy.ndarray) or not isinstance(W, numpy.ndarray):
+        return None
+    if X.dtype != W.dtype or X.dtype not in (numpy.float32, numpy.float64):
+        return None
+    return X.dtype
+
+
+cdef bint _geom(pcg_geom* g, Py_ssize_t nB, Py_ssize_t G, Py_ssize_t C, Py_ssize_t O,
+                Py_ssize_t H, Py_ssize_t W, Py_ssize_t kh, Py_ssize_t kw, tuple s, tuple p,
+                tuple d, Py_ssize_t oh, Py_ssize_t ow):
+    vals = (nB, G, C, O, H, W, kh, kw, s[0], s[1], p[0], p[1], d[0], d[1], oh, ow)
+    for v in vals:
+        if not (0 <= v <= _INT_MAX):
+            return False
+    if kh < 1 or kw < 1 or s[0] < 1 or s[1] < 1 or d[0] < 1 or d[1] < 1:
+        return False
+    # Python ints: one image's windows, planes and products must stay far from overflow.
+    KC = int(C) * int(kh) * int(kw)
+    if KC * (int(oh) * int(ow) + 64) > _INT_MAX or int(C) * H * W > _INT_MAX or int(O) * oh * ow > _INT_MAX:
+        return False
+    g.nB, g.G, g.C, g.O, g.H, g.W = nB, G, C, O, H, W
+    g.kh, g.kw, g.sy, g.sx, g.ph, g.pw = kh, kw, s[0], s[1], p[0], p[1]
+    g.dy, g.dx, g.oh, g.ow = d[0], d[1], oh, ow
+    return True
+
+
+cdef object _pack_w(object W, pcg_geom* g, int isa, int trans):
+    """W (G*O, C, kh, kw) packed in blocks of MR rows for each group (trans: of W.T)."""
+    cdef int64_t MR = pcg_mr(isa), KC = g.C * g.kh * g.kw
+    cdef int64_t M = KC if trans else g.O, K = g.O if trans else KC
+    Wp = numpy.empty(max(1, g.G * pcg_roundup(M, MR) * K), dtype=W.dtype)
+    cdef cnp.ndarray w = W, wp = Wp
+    if W.dtype == numpy.float32:
+        pcg_pack_w_pcg_f(<const float*>cnp.PyArray_DATA(w), <float*>cnp.PyArray_DATA(wp), g.G, g.O, KC, MR, trans)
+    else:
+        pcg_pack_w_pcg_d(<const double*>cnp.PyArray_DATA(w), <double*>cnp.PyArray_DATA(wp), g.G, g.O, KC, MR, trans)
+    return Wp
+
+
+cdef int64_t _chunks(int64_t n) noexcept:
+    cdef int64_t t = pcg_threads()
+    return max(1, min(n, t))
+
+
+def forward(X, W, b, tuple s, tuple p, tuple d, Py_ssize_t G, tuple out):
+    """X (nB, G*C, H, W), W (G*O, C, kh, kw), b (G*O,) or None -> Y (nB, G*O, oh, ow), or None
+    outside the fast case."""
+    dtype = _dtype_of(X, W)
+    if dtype is None or X.ndim != 4 or W.ndim != 4 or len(out) != 2 or G < 1:
+        return None
+    if X.shape[1] != G * W.shape[1] or W.shape[0] % G:
+        return None
+    X = numpy.ascontiguousarray(X)
+    W = numpy.ascontiguousarray(W)
+    if b is not None:
+        b = _as_float(b, dtype)
+        if b is None:
+            return None
+    cdef pcg_geom g
+    if not _geom(&g, X.shape[0], G, X.shape[1] // G, W.shape[0] // G, X.shape[2], X.shape[3],
+                 W.shape[2], W.shape[3], s, p, d, out[0], out[1]):
+        return None
+    cdef int isa = pcg_isa()
+    Wp = _pack_w(W, &g, isa, 0)
+    Y = numpy.empty((g.nB, G * g.O, g.oh, g.ow), dtype=dtype)
+    if g.nB == 0 or g.O == 0 or g.oh * g.ow == 0:
+        return Y
+    if g.C == 0:
+        Y[...] = 0 if b is None else b.reshape(1, -1, 1, 1)
+        return Y
+    cdef cnp.ndarray xa = X, wa = Wp, ya = Y
+    cdef void* bp = NULL if b is None else cnp.PyArray_DATA(<cnp.ndarray>b)
+    cdef void* xp = cnp.PyArray_DATA(xa)
+    cdef void* wpp = cnp.PyArray_DATA(wa)
+    cdef void* yp = cnp.PyArray_DATA(ya)
+    cdef int64_t nc = _chunks(g.nB), t, step = (g.nB + nc - 1) // nc
+    cdef int failed = 0
+    cdef bint f32 = dtype == numpy.float32
+    for t in prange(nc, nogil=True, schedule="static", num_threads=nc):
+        if f32:
+            if pcg_forward_f(<const float*>xp, <const float*>wpp, <const float*>bp, <float*>yp,
+                             t * step, min((t + 1) * step, g.nB), &g, isa):
+                failed += 1
+        else:
+            if pcg_forward_d(<const double*>xp, <const double*>wpp, <const double*>bp, <double*>yp,
+                             t * step, min((t + 1) * step, g.nB), &g, isa):
+                failed += 1
+    if failed:
+        raise MemoryError("conv_gemm.forward: cannot allocate a window buffer")
+    return Y
+
+
+def backward_data(dY, W, tuple size, tuple s, tuple p, tuple d, Py_ssize_t G):
+    """dY (nB, G*O, oh, ow), W (G*O, C, kh, kw) -> dX (nB, G*C, *size), or None outside the
+    fast case."""
+    dtype = _dtype_of(dY, W)
+    if dtype is None or dY.ndim != 4 or W.ndim != 4 or len(size) != 2 or G < 1:
+        return None
+    if dY.shape[1] != W.shape[0] or W.shape[0] % G:
+        return None
+    dY = numpy.ascontiguousarray(dY)
+    W = numpy.ascontiguousarray(W)
+    cdef pcg_geom g
+    if not _geom(&g, dY.shape[0], G, W.shape[1], W.shape[0] // G, size[0], size[1],
+                 W.shape[2], W.shape[3], s, p, d, dY.shape[2], dY.shape[3]):
+        return None
+    cdef int isa = pcg_isa()
+    WTp = _pack_w(W, &g, isa, 1)
+    dX = numpy.empty((g.nB, G * g.C, g.H, g.W), dtype=dtype)
+    if g.nB == 0 or g.C * g.H * g.W == 0:
+        return dX
+    if g.O == 0 or g.oh * g.ow == 0:
+        dX.fill(0)
+        return dX
+    cdef cnp.ndarray da = dY, wa = WTp, xa = dX
+    cdef void* dyp = cnp.PyArray_DATA(da)
+    cdef void* wpp = cnp.PyArray_DATA(wa)
+    cdef void* dxp = cnp.PyArray_DATA(xa)
+    cdef int64_t nc = _chunks(g.nB), t, step = (g.nB + nc - 1) // nc
+    cdef int failed = 0
+    cdef bint f32 = dtype == numpy.float32
+    for t in prange(nc, nogil=True, schedule="static", num_threads=nc):
+        if f32:
+            if pcg_backward_data_f(<const float*>dyp, <const float*>wpp, <float*>dxp,
+                                   t * step, min((t + 1) * step, g.nB), &g, isa):
+                failed += 1
+        else:
+            if pcg_backward_data_d(<const double*>dyp, <const double*>wpp, <double*>dxp,
+                                   t * step, min((t + 1) * step, g.nB), &g, isa):
+                failed += 1
+    if failed:
+        raise MemoryError("conv_gemm.backward_data: cannot allocate a window buffer")
+    return dX
+
+
+def backward_filter(dY, X, tuple k, tuple s, tuple p, tuple d, Py_ssize_t G):
+    """dY (nB, G*O, oh, ow), X (nB, G*C, H, W) -> dW (G*O, C, *k), or None outside the fast
+    case."""
+    dtype = _dtype_of(dY, X)
+    if dtype is None or dY.ndim != 4 or X.ndim != 4 or len(k) != 2 or G < 1:
+        return None
+    if X.shape[1] % G or dY.shape[1] % G or dY.shape[0] != X.shape[0]:
+        return None
+    dY = numpy.ascontiguousarray(dY)
+    X = numpy.ascontiguousarray(X)
+    cdef pcg_geom g
+    if not _geom(&g, X.shape[0], G, X.shape[1] // G, dY.shape[1] // G, X.shape[2], X.shape[3],
+                 k[0], k[1], s, p, d, dY.shape[2], dY.shape[3]):
+        return None
+    cdef int64_t KC = g.C * g.kh * g.kw
+    dW = numpy.empty((G * g.O, g.C, g.kh, g.kw), dtype=dtype)
+    if dW.size == 0:
+        return dW
+    if g.nB == 0 or g.oh * g.ow == 0:
+        dW.fill(0)
+        return dW
+    cdef int isa = pcg_isa()
+    cdef int64_t VW = pcg_width(isa, dtype.itemsize), Pp = pcg_roundup(g.oh * g.ow, VW)
+    cdef int64_t NG = max(1, min(g.nB, _DOT_POSITIONS // Pp))
+    cdef cnp.ndarray da = dY, xa = X, wa = dW
+    cdef void* dyp = cnp.PyArray_DATA(da)
+    cdef void* xp = cnp.PyArray_DATA(xa)
+    cdef void* dwp = cnp.PyArray_DATA(wa)
+    # Threads split the window rows, at multiples of 16: the kernels' blocks of rows (which
+    # decide how each sum is added up) then fall alike whatever the split.
+    cdef int64_t nc = _chunks(max(1, KC // 16)), t, step = pcg_roundup((KC + nc - 1) // nc, 16)
+    cdef int failed = 0
+    cdef bint f32 = dtype == numpy.float32
+    for t in prange(nc, nogil=True, schedule="static", num_threads=nc):
+        if f32:
+            if pcg_backward_filter_f(<const float*>dyp, <const float*>xp, <float*>dwp,
+                                     min(t * step, KC), min((t + 1) * step, KC), NG, &g, isa):
+                failed += 1
+        else:
+            if pcg_backward_filter_d(<const double*>dyp, <const double*>xp, <double*>dwp,
+                                     min(t * step, KC), min((t + 1) * step, KC), NG, &g, isa):
+                failed += 1
+    if failed:
+        raise MemoryError("conv_gemm.backward_filter: cannot allocate a window buffer")
+    return dW
