@@ -15,6 +15,12 @@ __all__ = [
 
 def as_nd_tuple(value: Any, n: int, name: str, where: str, minimum: int = 1) -> Tuple[int, ...]:
     """An int or a length-n sequence of ints as a tuple of n ints >= minimum."""
+    # The common calls first (a layer's settings, on every call): no checks to word.
+    if type(value) is int:
+        if value >= minimum:
+            return (value,) * n
+    elif type(value) is tuple and len(value) == n and all(type(v) is int and v >= minimum for v in value):
+        return value
     if isinstance(value, bool):
         raise TypeError(f"{where}: {name} must be an int or a sequence of {n} ints, got {value!r}.")
     if isinstance(value, (list, tuple)) or (hasattr(value, "__len__") and hasattr(value, "__getitem__")):

@@ -29,6 +29,22 @@ def check_filter_types(in_types: Any, w_in_axis: int, w_out_axis: int) -> None:
         )
 
 
+def filter_types_ok(in_data: tuple, w_in_axis: int, w_out_axis: int) -> bool:
+    """check_filter_types' conditions on the arrays themselves (no expressions to build)."""
+    n = len(in_data)
+    if n != 2 and n != 3:
+        return False
+    x, W = in_data[0], in_data[1]
+    if x.dtype.kind != "f" or W.dtype != x.dtype or x.ndim != 4 or W.ndim != 4:
+        return False
+    if x.shape[1] != W.shape[w_in_axis]:
+        return False
+    if n == 3:
+        b = in_data[2]
+        return b.dtype == x.dtype and b.ndim == 1 and b.shape[0] == W.shape[w_out_axis]
+    return True
+
+
 class Convolution2DFunction(function.Function):
     """x (n, c_I, h, w), W (c_O, c_I, k_H, k_W) [, b (c_O,)] -> (n, c_O, h_O, w_O)"""
 
@@ -40,6 +56,9 @@ class Convolution2DFunction(function.Function):
 
     def check_type_forward(self, in_types: Any) -> None:
         check_filter_types(in_types, w_in_axis=1, w_out_axis=0)
+
+    def _types_ok(self, in_data: tuple) -> bool:
+        return filter_types_ok(in_data, w_in_axis=1, w_out_axis=0)
 
     def _settings(self) -> dict:
         return dict(stride=(self.sy, self.sx), pad=(self.ph, self.pw), cover_all=self.cover_all)

@@ -3,7 +3,7 @@ from typing import Any
 
 from ... import cuda, function
 from ....backends._conv import as_nd_tuple
-from .convolution_2d import check_filter_types
+from .convolution_2d import check_filter_types, filter_types_ok
 
 
 class Deconvolution2DFunction(function.Function):
@@ -18,6 +18,9 @@ class Deconvolution2DFunction(function.Function):
     def check_type_forward(self, in_types: Any) -> None:
         # W is (c_I, c_O, k_H, k_W): the transpose of convolution_2d's layout.
         check_filter_types(in_types, w_in_axis=0, w_out_axis=1)
+
+    def _types_ok(self, in_data: tuple) -> bool:
+        return filter_types_ok(in_data, w_in_axis=0, w_out_axis=1)
 
     def forward(self, inputs: tuple) -> tuple:
         x, W = inputs[:2]

@@ -10,6 +10,9 @@ class AveragePooling2D(Pooling2D):
 
     # Chainer's average pooling has no cover_all mode: windows never run past the padding.
 
+    # Pooling2D.check_type_forward's conditions on the array (used only by this class).
+    _types_ok = Pooling2D._one_float_4d
+
     def forward(self, inputs: tuple) -> tuple:
         x = inputs[0]
         ops = cuda._ops_for(x)

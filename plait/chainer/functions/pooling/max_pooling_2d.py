@@ -8,6 +8,9 @@ from .pooling_2d import Pooling2D
 class MaxPooling2D(Pooling2D):
     """x (n, c, h, w) -> (n, c, h_O, w_O); remembers which element won each window."""
 
+    # Pooling2D.check_type_forward's conditions on the array (used only by this class).
+    _types_ok = Pooling2D._one_float_4d
+
     def forward(self, inputs: tuple) -> tuple:
         x = inputs[0]
         ops = cuda._ops_for(x)

@@ -25,5 +25,8 @@ class Pooling2D(function.Function):
         x_type = in_types[0]
         type_check.expect(x_type.dtype.kind == "f", x_type.ndim == 4)
 
+    def _one_float_4d(self, in_data: tuple) -> bool:
+        return len(in_data) == 1 and in_data[0].dtype.kind == "f" and in_data[0].ndim == 4
+
     def _settings(self) -> dict:
         return dict(ksize=(self.kh, self.kw), stride=(self.sy, self.sx), pad=(self.ph, self.pw))
