@@ -1,6 +1,8 @@
 """dropout: zero each element with probability `ratio`, scale the rest by 1 / (1 - ratio)."""
 from typing import Any
 
+import numpy
+
 from ... import cuda, function
 from ...utils import type_check
 
@@ -20,6 +22,12 @@ class Dropout(function.Function):
 
     def forward(self, inputs: tuple) -> tuple:
         x = inputs[0]
+        if getattr(self, "mask", None) is None and isinstance(x, numpy.ndarray) and self.dropout_ratio < 1.0:
+            # NOTE: on the CPU the mask is Chainer 1.7.2's draw, numpy.random.rand(*shape) >= ratio,
+            # so that a program seeded with numpy.random.seed (or plait.util.fix_random_seed)
+            # drops the very units it dropped on Chainer.
+            flag = numpy.random.rand(*x.shape) >= self.dropout_ratio
+            self.mask = x.dtype.type(1.0 / (1.0 - self.dropout_ratio)) * flag
         if getattr(self, "mask", None) is None:
             # The backend draws the mask, so plait.util.fix_random_seed makes it reproducible.
             mask = cuda._ops_for(x).get_dropout_mask(x.shape, self.dropout_ratio)
