@@ -163,8 +163,8 @@ def _fmt(values: List[Optional[float]]) -> str:
     if not vals:
         return "-"
     if len(vals) == 1:
-        return "%.4g" % vals[0]
-    return "%.4g (%s)" % (statistics.mean(vals), ", ".join("%.4g" % v for v in vals))
+        return "%.6g" % vals[0]
+    return "%.5g (%s)" % (statistics.mean(vals), ", ".join("%.5g" % v for v in vals))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -179,6 +179,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--repeat", type=int, default=1, help="runs per side (their spread is the noise)")
     p.add_argument("--threads", default="1", help="OMP/OPENBLAS/MKL threads for both sides")
     p.add_argument("--timeout", type=float, default=1800)
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed numpy.random and random at start-up on both sides (a sitecustomize on "
+                        "PYTHONPATH; the programs stay as they are): plait draws its initial weights, "
+                        "dropout masks and negative samples as Chainer 1.7.2 does, so seeded runs "
+                        "differ by rounding only, until it grows")
     a = p.parse_args(argv)
 
     chosen = [e for e in a.only.split(",") if e]
@@ -208,12 +213,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     env.update(PYTHONUTF8="1", PYTHONHASHSEED="0")
     env.pop("PLAIT_AS_CHAINER", None)
 
-    compat = os.path.join(a.work, "chainer-compat")
-    os.makedirs(compat, exist_ok=True)
-    with open(os.path.join(compat, "sitecustomize.py"), "w") as f:
-        f.write(CHAINER_COMPAT)
-    side_env = {"plait": env, "chainer": dict(env, PYTHONPATH=os.pathsep.join(
-        p for p in (compat, env.get("PYTHONPATH")) if p))}
+    seeding = "" if a.seed is None else (
+        "import random, numpy\nrandom.seed(%d)\nnumpy.random.seed(%d)\n" % (a.seed, a.seed))
+    side_env = {}
+    for side, text in (("plait", seeding), ("chainer", CHAINER_COMPAT + seeding)):
+        if not text:
+            side_env[side] = env
+            continue
+        folder = os.path.join(a.work, "sitecustomize-" + side)
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "sitecustomize.py"), "w") as f:
+            f.write(text)
+        side_env[side] = dict(env, PYTHONPATH=os.pathsep.join(
+            p for p in (folder, env.get("PYTHONPATH")) if p))
 
     rows = []
     for example in chosen:
