@@ -19,7 +19,7 @@ exactly the reference's sum where windows do not overlap, the same up to the ord
 where they do.
 """
 cimport numpy as cnp
-from cython.parallel cimport prange
+from cython.parallel cimport prange, threadid
 from libc.math cimport INFINITY
 from libc.stdint cimport int64_t
 
@@ -38,6 +38,12 @@ cdef extern from *:
     """
     #include <stdint.h>
     #include <string.h>
+    #ifdef _OPENMP
+    #include <omp.h>
+    static int pcv_max_threads(void) { return omp_get_max_threads(); }
+    #else
+    static int pcv_max_threads(void) { return 1; }
+    #endif
     /* float32 max pooling on 8- and 4-lane vectors (GCC/Clang vector extensions). With GCC on
        x86-64 glibc each routine is also compiled for x86-64-v3 (AVX2) and the loader picks what
        the CPU has. Same selects as the scalar code, so the same Y and winners. */
@@ -112,6 +118,26 @@ cdef extern from *:
         return nan ? -1 : o;
     }
 
+    /* Rows [0, oh) of a plane: for each output row whose windows lie inside the image
+       vertically, its outputs [ox_lo, ox_hi) (windows inside horizontally) on vectors; done[oy]
+       is the first output left to the one-by-one code (ox_lo where no vector ran, -1 where a
+       window holds a NaN). One call per plane, not per row. */
+    static int64_t pcv_max_pool_plane_f(const float* x, float* y, int32_t* which, int64_t H,
+                                        int64_t W, int64_t oh, int64_t ow, int kh, int kw, int sy,
+                                        int sx, int ph, int pw, int64_t* done) {
+        const int64_t ox_lo = (pw + sx - 1) / sx;
+        const int64_t ox_hi = W >= kw ? ((W - kw + pw) / sx + 1 < ow ? (W - kw + pw) / sx + 1 : ow) : 0;
+        int64_t oy;
+        for (oy = 0; oy < oh; oy++) {
+            const int64_t y0 = oy * sy - ph;
+            done[oy] = ox_lo;
+            if (y0 >= 0 && y0 + kh <= H && ox_lo < ox_hi)
+                done[oy] = pcv_max_pool_row_f(x + y0 * W, y + oy * ow, which + oy * ow, W, -pw,
+                                              ox_lo, ox_hi, kh, kw, sx);
+        }
+        return 0;
+    }
+
     /* Backprop of 2-wide windows tiling the row (kw = sx = 2): outputs [0, n) of one output row,
        for each of its kh input rows: the two cells of each window get 0 + gy (its winner) or
        +0, written in place of zeros-and-adds, so the same bits. Returns outputs done, or -1 if
@@ -166,8 +192,50 @@ cdef extern from *:
         }
         return o;
     }
+    /* A whole plane of pcv_unpool_row2_f, the outputs it leaves done one by one here.
+       Returns -1 if a winner lies outside its window. */
+    static int pcv_unpool_plane2_f(const float* gy, const int32_t* which, float* dx, int64_t W,
+                                   int64_t oh, int64_t ow, int kh) {
+        int64_t oy, ox, done;
+        int ky, kx;
+        for (oy = 0; oy < oh; oy++) {
+            done = pcv_unpool_row2_f(gy + oy * ow, which + oy * ow, dx + oy * kh * W, W, ow, kh);
+            if (done < 0) return -1;
+            for (ox = done; ox < ow; ox++) {
+                const int32_t w = which[oy * ow + ox];
+                const float g = gy[oy * ow + ox] + 0.0f;
+                if (w < 0 || w >= 2 * kh) return -1;
+                for (ky = 0; ky < kh; ky++)
+                    for (kx = 0; kx < 2; kx++)
+                        dx[(oy * kh + ky) * W + 2 * ox + kx] = w == ky * 2 + kx ? g : 0.0f;
+            }
+        }
+        return 0;
+    }
     #else
     #define PCV_VECTORS 0
+    static int64_t pcv_max_pool_plane_f(const float* x, float* y, int32_t* which, int64_t H,
+                                        int64_t W, int64_t oh, int64_t ow, int kh, int kw, int sy,
+                                        int sx, int ph, int pw, int64_t* done) {
+        int64_t oy;
+        for (oy = 0; oy < oh; oy++) done[oy] = 0;
+        return 0;
+    }
+    static int pcv_unpool_plane2_f(const float* gy, const int32_t* which, float* dx, int64_t W,
+                                   int64_t oh, int64_t ow, int kh) {
+        int64_t oy, ox;
+        int ky, kx;
+        for (oy = 0; oy < oh; oy++)
+            for (ox = 0; ox < ow; ox++) {
+                const int32_t w = which[oy * ow + ox];
+                const float g = gy[oy * ow + ox] + 0.0f;
+                if (w < 0 || w >= 2 * kh) return -1;
+                for (ky = 0; ky < kh; ky++)
+                    for (kx = 0; kx < 2; kx++)
+                        dx[(oy * kh + ky) * W + 2 * ox + kx] = w == ky * 2 + kx ? g : 0.0f;
+            }
+        return 0;
+    }
     static int64_t pcv_max_pool_row_f(const float* row, float* y, int32_t* which, int64_t W,
                                       int64_t x0, int64_t o0, int64_t o1, int kh, int kw, int sx) {
         return o0;
@@ -176,10 +244,12 @@ cdef extern from *:
                                      int64_t n, int kh) { return 0; }
     #endif
     """
-    int64_t pcv_max_pool_row_f(const float* row, float* y, int* which, int64_t W, int64_t x0,
-                               int64_t o0, int64_t o1, int kh, int kw, int sx) noexcept nogil
-    int64_t pcv_unpool_row2_f(const float* gy, const int* which, float* dx, int64_t W, int64_t n,
-                              int kh) noexcept nogil
+    int64_t pcv_max_pool_plane_f(const float* x, float* y, int* which, int64_t H, int64_t W,
+                                 int64_t oh, int64_t ow, int kh, int kw, int sy, int sx, int ph,
+                                 int pw, int64_t* done) noexcept nogil
+    int pcv_max_threads() noexcept nogil
+    int pcv_unpool_plane2_f(const float* gy, const int* which, float* dx, int64_t W, int64_t oh,
+                            int64_t ow, int kh) noexcept nogil
 
 
 cdef inline bint _isnan(real v) noexcept nogil:
@@ -188,29 +258,23 @@ cdef inline bint _isnan(real v) noexcept nogil:
 
 cdef void _max_pool_plane(const real* x, real* y, int* which, Py_ssize_t H, Py_ssize_t W,
                           Py_ssize_t oh, Py_ssize_t ow, int kh, int kw, int sy, int sx,
-                          int ph, int pw) noexcept nogil:
-    cdef Py_ssize_t oy, ox, y0, ox_lo, ox_hi, done
+                          int ph, int pw, int64_t* done) noexcept nogil:
+    # done (oh entries, float32 only): where each row's vector part stopped (see
+    # pcv_max_pool_plane_f); the outputs before its windows, and after, go one by one.
+    cdef Py_ssize_t oy, ox, ox_lo = (pw + sx - 1) // sx
+    if real is float and (sx == 1 or sx == 2) and done != NULL:
+        pcv_max_pool_plane_f(x, y, which, H, W, oh, ow, kh, kw, sy, sx, ph, pw, done)
+        for oy in range(oh):
+            if done[oy] < 0:  # a NaN: the one-by-one code finds numpy's winner
+                done[oy] = min(ox_lo, ow)
+            for ox in range(min(ox_lo, done[oy])):
+                _max_pool_out(x, y, which, H, W, ow, kh, kw, sy, sx, ph, pw, oy, ox)
+            for ox in range(done[oy], ow):
+                _max_pool_out(x, y, which, H, W, ow, kh, kw, sy, sx, ph, pw, oy, ox)
+        return
     for oy in range(oh):
-        y0 = oy * sy - ph
-        ox = 0
-        if y0 >= 0 and y0 + kh <= H:
-            # Outputs [ox_lo, ox_hi) have their windows inside the image: float32 takes them
-            # on vectors (as far as its loads stay in the row), the rest go one by one.
-            ox_lo = (pw + sx - 1) // sx
-            ox_hi = min(ow, (W - kw + pw) // sx + 1) if W >= kw else 0
-            if real is float and (sx == 1 or sx == 2) and ox_lo < ox_hi:
-                while ox < ox_lo:
-                    _max_pool_out(x, y, which, H, W, ow, kh, kw, sy, sx, ph, pw, oy, ox)
-                    ox += 1
-                done = pcv_max_pool_row_f(x + y0 * W, y + oy * ow, which + oy * ow, W, -pw,
-                                          ox_lo, ox_hi, kh, kw, sx)
-                if done >= 0:
-                    ox = done
-                else:
-                    ox = ox_lo  # a NaN: the one-by-one code finds numpy's winner
-        while ox < ow:
+        for ox in range(ow):
             _max_pool_out(x, y, which, H, W, ow, kh, kw, sy, sx, ph, pw, oy, ox)
-            ox += 1
 
 
 cdef inline void _max_pool_out(const real* x, real* y, int* which, Py_ssize_t H, Py_ssize_t W,
@@ -291,29 +355,6 @@ cdef void _max_pool_unpool_plane(const real* gy, const int* which, real* gx, Py_
             ix = ox * sx - pw + idx % kw
             if 0 <= iy < H and 0 <= ix < W:
                 gx[iy * W + ix] += gy[oy * ow + ox]
-
-
-cdef int _unpool_tiled2_plane(const float* gy, const int* which, float* gx, Py_ssize_t W,
-                              Py_ssize_t oh, Py_ssize_t ow, int kh) noexcept nogil:
-    """Backprop of (kh, 2) windows tiling the plane with strides (kh, 2): every pixel written
-    once, 0 + its window's gradient at the winner and +0 elsewhere (the bits of adding onto
-    zeros). Returns 1 if a winner lies outside its window."""
-    cdef Py_ssize_t oy, ox, done
-    cdef int ky, kx, w
-    cdef float g
-    for oy in range(oh):
-        done = pcv_unpool_row2_f(gy + oy * ow, which + oy * ow, gx + oy * kh * W, W, ow, kh)
-        if done < 0:
-            return 1
-        for ox in range(done, ow):
-            w = which[oy * ow + ox]
-            if w < 0 or w >= 2 * kh:
-                return 1
-            g = gy[oy * ow + ox] + <float>0.0
-            for ky in range(kh):
-                for kx in range(2):
-                    gx[(oy * kh + ky) * W + 2 * ox + kx] = g if w == ky * 2 + kx else <float>0.0
-    return 0
 
 
 cdef void _im2col_plane(const real* x, real* col, Py_ssize_t H, Py_ssize_t W, Py_ssize_t oh,
@@ -465,19 +506,27 @@ def max_pool_2d(object X, int kh, int kw, int sy, int sx, int ph, int pw, Py_ssi
     cdef double[:, :, :, ::1] y64
     if planes == 0:
         return Y, which
+    # One row of `done` per thread (see _max_pool_plane).
+    done = numpy.empty((_max_threads(), oh), dtype=numpy.int64)
+    cdef int64_t[:, ::1] d_view = done
     if kind == 4:
         x32 = X
         y32 = Y
         for p in prange(planes, nogil=True, schedule="static"):
             _max_pool_plane(&x32[0, 0, 0, 0] + p * H * W, &y32[0, 0, 0, 0] + p * oh * ow,
-                            w_ptr + p * oh * ow, H, W, oh, ow, kh, kw, sy, sx, ph, pw)
+                            w_ptr + p * oh * ow, H, W, oh, ow, kh, kw, sy, sx, ph, pw,
+                            &d_view[threadid(), 0])
     else:
         x64 = X
         y64 = Y
         for p in prange(planes, nogil=True, schedule="static"):
             _max_pool_plane(&x64[0, 0, 0, 0] + p * H * W, &y64[0, 0, 0, 0] + p * oh * ow,
-                            w_ptr + p * oh * ow, H, W, oh, ow, kh, kw, sy, sx, ph, pw)
+                            w_ptr + p * oh * ow, H, W, oh, ow, kh, kw, sy, sx, ph, pw, NULL)
     return Y, which
+
+
+cdef int _max_threads() noexcept:
+    return pcv_max_threads()
 
 
 def backprop_max_pool_2d(object dY, object which, Py_ssize_t H, Py_ssize_t W, int kh, int kw,
@@ -505,8 +554,8 @@ def backprop_max_pool_2d(object dY, object which, Py_ssize_t H, Py_ssize_t W, in
         d32 = dX
         w_view = which
         for p in prange(planes, nogil=True, schedule="static"):
-            if _unpool_tiled2_plane(&g32[0, 0, 0, 0] + p * oh * ow, &w_view[0, 0, 0, 0] + p * oh * ow,
-                                    &d32[0, 0, 0, 0] + p * H * W, W, oh, ow, kh):
+            if pcv_unpool_plane2_f(&g32[0, 0, 0, 0] + p * oh * ow, &w_view[0, 0, 0, 0] + p * oh * ow,
+                                   &d32[0, 0, 0, 0] + p * H * W, W, oh, ow, kh):
                 bad += 1  # a reduction (a plain assignment in prange keeps the last iteration's)
         return None if bad else dX  # the reference reports (or routes) out-of-window winners
     w_arr = numpy.asarray(which)
