@@ -440,13 +440,14 @@ cdef extern from *:
         return 0;                                                                                \
     }                                                                                            \
     /* Filter gradient, window rows [r0, r1) of every group: dW (G*O, C*kh*kw) = sum over the    \
-       batch, NG images at a time, each entry added up in batch order. The windows are copied  \
-       out PCG_ROWS rows at a time and read while they are in cache. */                        \
+       batch, NG images at a time (their output positions side by side, zeros after the last   \
+       up to whole vectors), each entry added up in batch order. The windows are copied out    \
+       PCG_ROWS rows at a time and read while they are in cache. */                            \
     static int pcg_backward_filter_##SUF(const T* dY, const T* X, T* dW, int64_t r0, int64_t r1, \
                                          int64_t NG, const pcg_geom* g, int isa) {              \
         const int64_t VW = pcg_width(isa, sizeof(T));                                            \
-        const int64_t KC = g->C * g->kh * g->kw, P = g->oh * g->ow, Pp = pcg_roundup(P, VW);     \
-        const int64_t R = r1 - r0, L = NG * Pp, RC = R < PCG_ROWS ? R : PCG_ROWS;               \
+        const int64_t KC = g->C * g->kh * g->kw, P = g->oh * g->ow;                              \
+        const int64_t R = r1 - r0, L = pcg_roundup(NG * P, VW), RC = R < PCG_ROWS ? R : PCG_ROWS; \
         T* col = (T*)malloc((RC * L + g->O * L + g->O * RC) * sizeof(T));                        \
         T* dyp = col + RC * L;                                                                   \
         T* part = dyp + g->O * L;                                                                \
@@ -457,20 +458,20 @@ cdef extern from *:
             T* dw = dW + gi * g->O * KC;                                                         \
             for (n0 = 0; n0 < g->nB; n0 += NG) {                                                 \
                 const int64_t m = g->nB - n0 < NG ? g->nB - n0 : NG;                             \
+                const int64_t Kg = pcg_roundup(m * P, VW);  /* this group's contraction */      \
                 for (n = 0; n < m; n++) {                                                        \
                     const T* dy = dY + ((n0 + n) * g->G + gi) * g->O * P;                         \
-                    for (o = 0; o < g->O; o++) {                                                 \
-                        memcpy(dyp + o * L + n * Pp, dy + o * P, P * sizeof(T));                 \
-                        memset(dyp + o * L + n * Pp + P, 0, (Pp - P) * sizeof(T));               \
-                    }                                                                            \
+                    for (o = 0; o < g->O; o++) memcpy(dyp + o * L + n * P, dy + o * P, P * sizeof(T)); \
                 }                                                                                \
+                for (o = 0; o < g->O; o++) memset(dyp + o * L + m * P, 0, (Kg - m * P) * sizeof(T)); \
                 for (q0 = r0; q0 < r1; q0 = q1) {                                                \
                     q1 = r1 - q0 < RC ? r1 : q0 + RC;                                            \
                     for (n = 0; n < m; n++) {                                                    \
                         const T* x = X + ((n0 + n) * g->G + gi) * g->C * g->H * g->W;             \
-                        PCG_ISA_CALL(T, pack, (x, col + n * Pp, L, Pp, q0, q1, g))                \
+                        PCG_ISA_CALL(T, pack, (x, col + n * P, L, P, q0, q1, g))                  \
                     }                                                                            \
-                    PCG_ISA_CALL(T, dot, (g->O, q1 - q0, m * Pp, dyp, L, col, L, part, q1 - q0)) \
+                    for (r = 0; r < q1 - q0; r++) memset(col + r * L + m * P, 0, (Kg - m * P) * sizeof(T)); \
+                    PCG_ISA_CALL(T, dot, (g->O, q1 - q0, Kg, dyp, L, col, L, part, q1 - q0))     \
                     for (o = 0; o < g->O; o++)                                                   \
                         for (r = 0; r < q1 - q0; r++) {                                          \
                             if (n0 == 0) dw[o * KC + q0 + r] = part[o * (q1 - q0) + r];          \
@@ -698,8 +699,7 @@ def backward_filter(dY, X, tuple k, tuple s, tuple p, tuple d, Py_ssize_t G):
         dW.fill(0)
         return dW
     cdef int isa = pcg_isa()
-    cdef int64_t VW = pcg_width(isa, dtype.itemsize), Pp = pcg_roundup(g.oh * g.ow, VW)
-    cdef int64_t NG = max(1, min(g.nB, _DOT_POSITIONS // Pp))
+    cdef int64_t NG = max(1, min(g.nB, _DOT_POSITIONS // (g.oh * g.ow)))
     cdef cnp.ndarray da = dY, xa = X, wa = dW
     cdef void* dyp = cnp.PyArray_DATA(da)
     cdef void* xp = cnp.PyArray_DATA(xa)
