@@ -44,6 +44,9 @@ class ComputationalGraph:
     ) -> None:
         self.nodes = list(nodes)
         self.edges = list(edges)
+        # Without styles or a direction (all Chainer 1.7.2 has), dump() writes 1.7.2's text;
+        # with any of them, later Chainer's (styled nodes, named variables, rankdir).
+        self._styled = variable_style is not None or function_style is not None or rankdir != "TB"
         self.variable_style = dict(variable_style or {"shape": "octagon", "fillcolor": "#E0E0E0", "style": "filled"})
         self.function_style = dict(function_style or {"shape": "record", "fillcolor": "#6495ED", "style": "filled"})
         if rankdir not in ("TB", "BT", "LR", "RL"):
@@ -51,6 +54,12 @@ class ComputationalGraph:
         self.rankdir = rankdir
 
     def _to_dot(self) -> str:
+        if not self._styled:
+            # Chainer 1.7.2's text: one line, `<id> [label="...",shape="oval|box"];` per node, then edges.
+            return ("digraph graphname{"
+                    + "".join(DotNode(node).label for node in self.nodes)
+                    + "".join(f"{id(head)} -> {id(tail)};" for head, tail in self.edges)
+                    + "}")
         lines = ["digraph graphname{", f"rankdir={self.rankdir};"]
         for node in self.nodes:
             style = self.variable_style if isinstance(node, Variable) else self.function_style
@@ -86,10 +95,10 @@ def build_computational_graph(
     """The graph of everything backward-reachable from outputs (Variables or Functions).
 
     Edges go input variable -> function -> output variable. Traversal stops at variables
-    whose history was cut with unchain_backward.
+    whose history was cut with unchain_backward. remove_split is accepted either way: plait
+    builds no Split functions.
     """
-    if not remove_split:
-        raise ValueError("build_computational_graph: remove_split must be True (Split nodes no longer exist).")
+    # remove_split=False kept Chainer 1.7.2's Split functions in the graph; plait has none to keep.
     nodes: List[Any] = []
     seen = set()
     edges = []

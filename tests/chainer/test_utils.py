@@ -220,9 +220,15 @@ def test_build_computational_graph():
     full = c.build_computational_graph([y, z])
     assert len(full.nodes) == 5 and len(full.edges) == 4
     dot = full.dump()
-    assert dot.startswith("digraph graphname{") and dot.rstrip().endswith("}")
-    assert '"ReLU"' in dot and "x: (2), float32" in dot
+    # Chainer 1.7.2's text: one line, nodes then edges, oval variables and box functions.
+    assert dot.startswith("digraph graphname{") and dot.endswith("}") and "\n" not in dot
+    assert f'{id(x)} [label="(2), float32",shape="oval"];' in dot
+    assert f'{id(y.creator)} [label="ReLU",shape="box"];' in dot
     assert f"{id(x)} -> {id(y.creator)};" in dot
+    assert c.build_computational_graph([y, z], False).dump() == dot  # no Split nodes to keep
+    # Later Chainer's options: styled nodes, named variables, a direction.
+    styled = c.build_computational_graph([y, z], variable_style={"shape": "octagon"}, rankdir="LR").dump()
+    assert "rankdir=LR;" in styled and 'shape="octagon",label="x: (2), float32"' in styled
     with pytest.raises(NotImplementedError):
         full.dump("png")
     y.unchain_backward()
