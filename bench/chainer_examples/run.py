@@ -13,7 +13,8 @@ own final figures (parsed from what it prints) and the wall and CPU seconds of t
 
 Where the file given is a later revision than 1.7.2 and calls what 1.7.2 does not have, the
 runner rewrites that call back to its 1.7.2 form in the copy it runs (both sides run the same
-text); ``ADAPTATIONS`` lists each, and the run prints them.
+text); ``ADAPTATIONS`` lists each, and the run prints them. It also says, file by file, whether
+the copy given is the one behind the figures in docs/chainer-face.md (``MEASURED_FILES``).
 """
 from __future__ import annotations
 
@@ -51,6 +52,22 @@ if not hasattr(inspect, "getargspec"):
         return (s.args, s.varargs, s.varkw, s.defaults)
     inspect.getargspec = getargspec
 """
+
+# The files behind the figures in docs/chainer-face.md (sha256, first 12 hex digits) and where they
+# came from: Chainer's own history as a public code index stores it (cupy/cupy keeps the history
+# of the Chainer repository it was split from), at the commit named. None is verifiably the text
+# of the v1.7.2 tag (commit 65810a1a): the index holds other versions of these files, not that one.
+MEASURED_FILES = {
+    "mnist/data.py": ("fa4c925e7ee4", "cupy/cupy@930611fb"),
+    "mnist/net.py": ("1149e0f12e4a", "cupy/cupy@74e680a8"),
+    "mnist/train_mnist.py": ("b954f6e14d19", "cupy/cupy@0212ca8c (after 1.8.1: graph styles)"),
+    "ptb/net.py": ("4ce0809c9d05", "cupy/cupy@e7fc0fe1"),
+    "ptb/train_ptb.py": ("75ccc57c3347", "cupy/cupy@0212ca8c"),
+    "word2vec/train_word2vec.py": ("b23b8dfbd31c", "cupy/cupy@010feb85"),
+    "sentiment/train_sentiment.py": ("eebc63302d06", "cupy/cupy@33b1b800 (1.15 or later: cleargrads)"),
+    "imagenet/googlenet.py": ("8e5f7d57f21a", "cupy/cupy@4d0997f1"),
+    "imagenet/train_imagenet.py": ("d60475b28c93", "a copy without repository in the index; pre-trainer layout"),
+}
 
 # (example folder, file, old text, new text, why)
 ADAPTATIONS: List[Tuple[str, str, str, str, str]] = [
@@ -236,7 +253,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print("\n== %s: not run: %s is not in %s" % (example, model_file, a.examples_dir))
             rows.append((example, spec, {}))
             continue
-        print("\n== %s: %s %s (sha256 %s)" % (example, spec["script"], " ".join(spec["args"]), _sha(script)))
+        print("\n== %s: %s %s" % (example, spec["script"], " ".join(spec["args"])))
+        folder = os.path.join(a.examples_dir, spec["folder"])
+        for name in sorted(os.listdir(folder)):
+            key = spec["folder"] + "/" + name
+            if name.endswith(".py") and key in MEASURED_FILES:
+                sha = _sha(os.path.join(folder, name))
+                known, origin = MEASURED_FILES[key]
+                print("  %s sha256 %s: %s" % (key, sha, "the file measured in the docs (%s)" % origin
+                                               if sha == known else "NOT the file measured in the docs"))
         results = {s: [] for s in sides}
         for rep in range(a.repeat):
             for side in sides:  # one after the other, alternating
