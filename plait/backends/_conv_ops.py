@@ -171,6 +171,10 @@ class ConvOps:
         """dY (nB, O, *out), X (nB, C, *size) -> dW (O, C // G, *k)."""
         return _conv_backward_filter(self, dY, X, k, s, p, d, G)
 
+    def _conv_backward_bias(self, dY: Any) -> Any:
+        """dY (nB, O, *out) -> db (O,): the sum over the batch and the positions."""
+        return dY.sum(axis=(0,) + tuple(range(2, dY.ndim)))
+
     # ------------------------------------------------------------------ convolution
 
     @staticmethod
@@ -241,8 +245,7 @@ class ConvOps:
         if need_dX:
             dX = self._conv_backward_data(dY, W, X.shape[2:], s, p, d, G).astype(X.dtype, copy=False)
         dW = self._conv_backward_filter(dY, X, k, s, p, d, G).astype(W.dtype, copy=False)
-        db = dY.sum(axis=(0,) + tuple(range(2, 2 + n)))
-        return dX, dW, db
+        return dX, dW, self._conv_backward_bias(dY)
 
     # ------------------------------------------------------------------ deconvolution
 
@@ -326,8 +329,7 @@ class ConvOps:
         dX = self._conv_forward(dY, W, None, k, s, p, d, G, tuple(X.shape[2:])).astype(X.dtype, copy=False)
         # deconv is conv's data-gradient, so its filter gradient is conv's with dY and X swapped.
         dW = self._conv_backward_filter(X, dY, k, s, p, d, G).astype(W.dtype, copy=False)
-        db = dY.sum(axis=(0,) + tuple(range(2, 2 + n)))
-        return dX, dW, db
+        return dX, dW, self._conv_backward_bias(dY)
 
     # ------------------------------------------------------------------ pooling
 

@@ -67,6 +67,10 @@ class ConvKernels:
                     return dW
             return super()._conv_backward_filter(dY, X, k, s, p, d, G)
 
+        def _conv_backward_bias(self, dY: Any) -> Any:
+            db = _conv_gemm.bias_grad(dY)
+            return db if db is not None else super()._conv_backward_bias(dY)
+
         def _col2im(self, col: Any, size: tuple, s: tuple, p: tuple, d: tuple) -> Any:
             if len(size) == 2 and _small(*size, *s, *p, *d):
                 X = _conv.col2im_2d(col, size[0], size[1], s[0], s[1], p[0], p[1], d[0], d[1])

@@ -8,9 +8,9 @@ with two.
 
 conv_nd / deconv_nd and their backprops run on blocked products (_kernels_cpu/conv_gemm.pyx)
 that add each output's terms in another order than numpy.matmul, so they are compared with the
-reference to rounding: every entry within a few K * eps of the sum of its terms' absolute
-values (K terms), the bound a reordered sum obeys; a wrong, missing or misplaced term is off by
-a whole term, far outside it. Their results must not depend on the thread count (bit for bit)
+reference to rounding (the bias gradients too, summed on vectors): every entry within a few
+K * eps of the sum of its terms' absolute values (K terms), the bound a reordered sum obeys; a
+wrong, missing or misplaced term is off by a whole term, far outside it. Their results must not depend on the thread count (bit for bit)
 nor on the instruction set beyond that bound, and the data gradient must be the same bits as
 deconv_nd's (a deferred input gradient is computed by deconv_nd).
 """
@@ -291,7 +291,8 @@ def _check_conv(X, W, b, dY, Wd, kw, cover_all, dtype):
     O = W.shape[0]
     _assert_reordered_sum(dX, dXr, bX, (O // G) * W.shape[2] * W.shape[3], dtype)
     _assert_reordered_sum(dW, dWr, bW, X.shape[0] * int(numpy.prod(dY.shape[2:])), dtype)
-    assert db.tobytes() == R.backprop_conv_nd(dY, X, W, cover_all=cover_all, **kw)[2].tobytes()
+    L = dY.shape[0] * int(numpy.prod(dY.shape[2:]))
+    _assert_reordered_sum(db, dbr, adY.sum(axis=(0, 2, 3)), L, dtype)
     # A deferred input gradient is deconv_nd's: the very same bits as the eager one.
     assert P.deconv_nd(dY, W, None, outsize=X.shape[2:], **kw).tobytes() == dX.tobytes()
     # deconv_nd of an input of dY's shape with other filters (layout (O, C // groups, *k)),
@@ -303,12 +304,13 @@ def _check_conv(X, W, b, dY, Wd, kw, cover_all, dtype):
                           R.deconv_nd(adY, aWd, numpy.abs(bd64), outsize=X.shape[2:], **kw),
                           (O // G) * W.shape[2] * W.shape[3], dtype)
     gX, gW, gb = P.backprop_deconv_nd(X, dY, Wd, **kw)
-    gXr, gWr, _ = R.backprop_deconv_nd(X64, dY64, Wd64, **kw)
+    gXr, gWr, gbr = R.backprop_deconv_nd(X64, dY64, Wd64, **kw)
+    _assert_reordered_sum(gb, gbr, aX.sum(axis=(0, 2, 3)), X.shape[0] * int(numpy.prod(X.shape[2:])), dtype)
     _assert_reordered_sum(gX, gXr, R.backprop_deconv_nd(aX, dY64, aWd, **kw)[0],
                           Wd.shape[1] * W.shape[2] * W.shape[3], dtype)
     _assert_reordered_sum(gW, gWr, R.backprop_deconv_nd(aX, adY, Wd64, **kw)[1],
                           X.shape[0] * int(numpy.prod(dY.shape[2:])), dtype)
-    return Y, dX, dW, Z, gX, gW
+    return Y, dX, dW, db, Z, gX, gW, gb
 
 
 @settings(max_examples=60, deadline=None)

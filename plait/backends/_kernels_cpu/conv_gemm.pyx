@@ -309,6 +309,32 @@ cdef extern from *:
             }                                                                                    \
         }                                                                                        \
     }                                                                                            \
+    /* sum over n < nB and l < L of Y[(n * O + o) * L + l], for each o in [o0, o1): per image \
+       four vector sums over its run of L (its tail one by one), added into the batch's        \
+       (shorter chains of additions than one running sum), then across the lanes. */           \
+    ATTR static void NAME##_chansum(const T* Y, int64_t nB, int64_t O, int64_t L, int64_t o0,   \
+                                    int64_t o1, T* out) {                                       \
+        int64_t o, n, l;                                                                         \
+        for (o = o0; o < o1; o++) {                                                              \
+            NAME##_v total = {0};                                                                \
+            T tail = 0, t_[VW], s_ = 0;                                                          \
+            int q_;                                                                              \
+            for (n = 0; n < nB; n++) {                                                           \
+                const T* y = Y + (n * O + o) * L;                                                \
+                NAME##_v acc[4] = {{0}, {0}, {0}, {0}};                                          \
+                T t1 = 0;                                                                        \
+                for (l = 0; l + 4 * VW <= L; l += 4 * VW)                                        \
+                    for (q_ = 0; q_ < 4; q_++) acc[q_] += NAME##_ld(y + l + q_ * VW);            \
+                for (; l + VW <= L; l += VW) acc[0] += NAME##_ld(y + l);                         \
+                for (; l < L; l++) t1 += y[l];                                                   \
+                total += (acc[0] + acc[1]) + (acc[2] + acc[3]);                                  \
+                tail += t1;                                                                      \
+            }                                                                                    \
+            memcpy(t_, &total, sizeof(t_));                                                      \
+            for (q_ = 0; q_ < VW; q_++) s_ += t_[q_];                                            \
+            out[o] = s_ + tail;                                                                  \
+        }                                                                                        \
+    }                                                                                            \
     ATTR static void NAME##_dot(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,       \
                                 const T* B, int64_t ldb, T* C, int64_t ldc) {                   \
         int64_t i, j;                                                                            \
@@ -494,6 +520,10 @@ cdef extern from *:
     #endif
     PCG_DEFINE_DRIVERS(pcg_f, f)
     PCG_DEFINE_DRIVERS(pcg_d, d)
+    static void pcg_chansum_f(const float* Y, int64_t nB, int64_t O, int64_t L, int64_t o0, int64_t o1,
+                              float* out, int isa) { PCG_ISA_CALL(pcg_f, chansum, (Y, nB, O, L, o0, o1, out)) }
+    static void pcg_chansum_d(const double* Y, int64_t nB, int64_t O, int64_t L, int64_t o0, int64_t o1,
+                              double* out, int isa) { PCG_ISA_CALL(pcg_d, chansum, (Y, nB, O, L, o0, o1, out)) }
     """
     ctypedef struct pcg_geom:
         int64_t nB, G, C, O, H, W, kh, kw, sy, sx, ph, pw, dy, dx, oh, ow
@@ -514,6 +544,10 @@ cdef extern from *:
                             const pcg_geom* g, int isa) noexcept nogil
     int pcg_backward_data_d(const double* dY, const double* WTp, double* dX, int64_t n0, int64_t n1,
                             const pcg_geom* g, int isa) noexcept nogil
+    void pcg_chansum_f(const float* Y, int64_t nB, int64_t O, int64_t L, int64_t o0, int64_t o1,
+                       float* out, int isa) noexcept nogil
+    void pcg_chansum_d(const double* Y, int64_t nB, int64_t O, int64_t L, int64_t o0, int64_t o1,
+                       double* out, int isa) noexcept nogil
     int pcg_backward_filter_f(const float* dY, const float* X, float* dW, int64_t r0, int64_t r1, int64_t NG,
                               const pcg_geom* g, int isa) noexcept nogil
     int pcg_backward_filter_d(const double* dY, const double* X, double* dW, int64_t r0, int64_t r1, int64_t NG,
@@ -721,3 +755,31 @@ def backward_filter(dY, X, tuple k, tuple s, tuple p, tuple d, Py_ssize_t G):
     if failed:
         raise MemoryError("conv_gemm.backward_filter: cannot allocate a window buffer")
     return dW
+
+
+def bias_grad(dY):
+    """dY (nB, O, *out) -> its sum over every axis but the channels' (O,), or None outside the
+    fast case (float32/float64, at least one spatial axis)."""
+    if not isinstance(dY, numpy.ndarray) or dY.dtype not in (numpy.float32, numpy.float64) or dY.ndim < 3:
+        return None
+    dY = numpy.ascontiguousarray(dY)
+    cdef int64_t nB = dY.shape[0], O = dY.shape[1], L = dY.size // max(1, nB * O)
+    db = numpy.empty(O, dtype=dY.dtype)
+    if O == 0:
+        return db
+    if nB == 0 or L == 0:
+        db.fill(0)
+        return db
+    cdef int isa = pcg_isa()
+    cdef cnp.ndarray ya = dY, da = db
+    cdef void* yp = cnp.PyArray_DATA(ya)
+    cdef void* dp = cnp.PyArray_DATA(da)
+    # Threads split the channels; each sum is one thread's, whatever the split.
+    cdef int64_t nc = _chunks(max(1, nB * O * L // 65536)), t, step = (O + nc - 1) // nc
+    cdef bint f32 = dY.dtype == numpy.float32
+    for t in prange(nc, nogil=True, schedule="static", num_threads=nc):
+        if f32:
+            pcg_chansum_f(<const float*>yp, nB, O, L, min(t * step, O), min((t + 1) * step, O), <float*>dp, isa)
+        else:
+            pcg_chansum_d(<const double*>yp, nB, O, L, min(t * step, O), min((t + 1) * step, O), <double*>dp, isa)
+    return db
