@@ -7,8 +7,8 @@ Model (the tutorial's): Linear 784 -> 1000 -> ReLU -> Linear 1000 -> ReLU -> Lin
 minibatches of 100 shuffled images, `optimizer.update(model, x, t)` per batch. plait and chainer
 run literally the same code (the child imports `plait.chainer` or `chainer`); torch gets the
 same network, Adam(lr=0.001) and cross-entropy in eager mode. The table shows training and
-prediction throughput (images/s), training images per CPU-second, the child's peak RSS and the
-test accuracy.
+prediction throughput (images/s), both also per CPU-second, the child's peak RSS and the test
+accuracy.
 
 `--net cnn` trains a LeNet instead (the same in all three): Convolution2D 1 -> 20, 5x5 -> ReLU
 -> 2x2 max pooling -> Convolution2D 20 -> 50, 5x5 -> ReLU -> 2x2 max pooling -> Linear 800 ->
@@ -33,6 +33,7 @@ COLUMNS = [
     H.Column("train_per_s", "train img/s", higher_is_better=True),
     H.Column("train_per_cpu_s", "train img/CPU-s", higher_is_better=True),
     H.Column("predict_per_s", "predict img/s", higher_is_better=True),
+    H.Column("predict_per_cpu_s", "predict img/CPU-s", higher_is_better=True),
     H.Column("peak_mb", "peak MB", "{:,.0f}", higher_is_better=False),
     H.Column("accuracy", "accuracy", "{:.4f}"),
 ]

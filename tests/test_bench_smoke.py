@@ -20,7 +20,8 @@ SCRIPTS = {
     "lstm_tagger.py": ["train words/s", "train words/CPU-s", "predict words/s", "peak MB",
                        "accuracy"],
     "ops_micro.py": ["op", "plait us", "agree"],
-    "define_by_run.py": ["train img/s", "train img/CPU-s", "predict img/s", "peak MB", "accuracy"],
+    "define_by_run.py": ["train img/s", "train img/CPU-s", "predict img/s", "predict img/CPU-s", "peak MB",
+                         "accuracy"],
 }
 NEEDS = {
     "mlp.py": "mnist.npz",
