@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.plait-installed
 SOURCES := pyproject.toml setup.py plait-aliases.pth $(shell find plait -name '*.pyx' -o -name '*.pxd' 2>/dev/null)
 
-.PHONY: test demo install clean gpu-test bench chainer-peer
+.PHONY: test demo install clean gpu-test bench chainer-peer spacy-peer
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +35,15 @@ chainer-peer:
 	@$(CHAINER_PEER) -c "import chainer" >/dev/null 2>&1 || bash bench/setup_peers.sh chainer \
 		|| echo "plait: chainer 7.8.1 could not be installed; the differential tests against it will skip"
 
-test: $(STAMP) chainer-peer
+# spaCy 3.8 (with its thinc 8.3.14) for tests/spacy and bench/spacy_train.py, in the venv that
+# bench/setup_peers.sh builds; plait is linked in from this checkout (built by $(STAMP)). Best
+# effort: where it cannot be installed, tests/spacy skip and say why.
+SPACY_PEER := bench/.venvs/spacy/bin/python
+spacy-peer: $(STAMP)
+	@$(SPACY_PEER) -c "import spacy, plait.thinc_alias" >/dev/null 2>&1 || bash bench/setup_peers.sh spacy \
+		|| echo "plait: spaCy 3.8 could not be installed; tests/spacy will skip"
+
+test: $(STAMP) chainer-peer spacy-peer
 	$(PY) -m pytest -q tests
 
 gpu-test: $(STAMP)
@@ -52,12 +60,13 @@ demo: $(STAMP)
 # without a venv are skipped: `bash bench/setup_peers.sh` creates them. Options for every
 # script go in BENCH_ARGS, e.g. `make bench BENCH_ARGS="--threads 2 --rounds 5"`.
 BENCH_ARGS ?=
-bench: $(STAMP)
+bench: $(STAMP) spacy-peer
 	$(PY) bench/mlp.py $(BENCH_ARGS)
 	$(PY) bench/textcat_cnn.py $(BENCH_ARGS)
 	$(PY) bench/lstm_tagger.py $(BENCH_ARGS)
 	$(PY) bench/ops_micro.py $(BENCH_ARGS)
 	$(PY) bench/define_by_run.py $(BENCH_ARGS)
+	$(PY) bench/spacy_train.py $(BENCH_ARGS)
 
 clean:
 	rm -rf build $(VENV) *.egg-info training
