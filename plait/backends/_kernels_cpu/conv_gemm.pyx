@@ -20,8 +20,13 @@ the thread count: images are independent in the forward and data-gradient produc
 filter-gradient entry is one thread's sum over the image groups, in batch order.
 
 Entry points take float32/float64 arrays of one dtype (made C-contiguous here) and return None
-outside their case (other ranks or dtypes, sizes past 32-bit ints); the mixin
-(plait.backends._numpy_conv) then runs the Ops reference.
+outside their case (other ranks or dtypes, sizes past 32-bit ints, processors without AVX2); the
+mixin (plait.backends._numpy_conv) then runs the Ops reference. Also here: the bias gradient
+(a sum per channel) on vectors.
+
+Measured on LeNet's layers (Zen 5, 1 thread, batch 100), AVX-512 / AVX2 build vs the reference
+on numpy's OpenBLAS (AVX2 kernels): 20->50 channels, 5x5, 12x12 images: forward 1.7 / 3.4 vs
+4.8 ms, data gradient 1.8 / 2.9 vs 4.7 ms, filter gradient 2.1 / 4.1 vs 5.2 ms.
 """
 cimport numpy as cnp
 from cython.parallel cimport prange
@@ -386,6 +391,7 @@ cdef extern from *:
     }
     /* For tests: run at a lower level than the CPU's (0: the CPU's own). */
     static int pcg_set_isa(int force) { pcg_isa_forced = force; return pcg_isa(); }
+    static int pcg_forced(void) { return pcg_isa_forced; }
     static int64_t pcg_width(int isa, int itemsize) {
         int64_t bytes = isa == 4 ? 64 : (isa == 3 ? 32 : 16);
         return bytes / itemsize;
@@ -531,6 +537,7 @@ cdef extern from *:
     void pcg_init() noexcept nogil
     int pcg_isa() noexcept nogil
     int pcg_set_isa(int force) noexcept nogil
+    int pcg_forced() noexcept nogil
     int64_t pcg_width(int isa, int itemsize) noexcept nogil
     int64_t pcg_mr(int isa) noexcept nogil
     int64_t pcg_roundup(int64_t v, int64_t m) noexcept nogil
@@ -565,7 +572,8 @@ _DOT_POSITIONS = 512
 
 def _set_isa(int force=0) -> int:
     """For tests: compute at a lower instruction-set level (1 baseline, 3 AVX2, 4 AVX-512) than
-    the CPU's; 0 restores the CPU's own. Returns the level now in use."""
+    the CPU's, even the baseline (which unforced is left to the reference); 0 restores the CPU's
+    own. Returns the level now in use."""
     return pcg_set_isa(force)
 
 
@@ -576,6 +584,12 @@ cdef object _as_float(object A, object dtype):
 
 
 cdef object _dtype_of(object X, object W):
+    """The products' dtype, or None to leave them to the reference: other dtypes, and processors
+    without AVX2, where numpy's BLAS (kernels tuned for each processor) is the better bet than
+    the baseline build here (which tests still run, by forcing its level)."""
+    cdef int isa = pcg_isa()
+    if isa < 3 and not pcg_forced():
+        return None
     if not isinstance(X, numpy.ndarray) or not isinstance(W, numpy.ndarray):
         return None
     if X.dtype != W.dtype or X.dtype not in (numpy.float32, numpy.float64):
