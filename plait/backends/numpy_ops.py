@@ -19,6 +19,33 @@ from ._numpy_seq import SeqKernels
 from .ops import Ops
 
 
+def _matmul(x: Any, y: Any, out: Any, trans1: bool, trans2: bool) -> Optional[Floats2d]:
+    """op(x) @ op(y) for 2-d float arrays of one dtype, with numpy; None for anything else.
+
+    The common call without the reference's checks, which cost as much as a small product.
+    """
+    if type(x) is not numpy.ndarray or type(y) is not numpy.ndarray or x.ndim != 2 or y.ndim != 2:
+        return None
+    dtype = x.dtype
+    if y.dtype != dtype or (dtype != numpy.float32 and dtype != numpy.float64):
+        return None
+    A = x.T if trans1 else x
+    B = y.T if trans2 else y
+    if A.shape[1] != B.shape[0]:
+        return None
+    if out is not None and (
+        type(out) is not numpy.ndarray or out.dtype != dtype or out.shape != (A.shape[0], B.shape[1])
+    ):
+        return None
+    if A.shape[1] == 1:
+        # NOTE: numpy.matmul multiplies a column by a row (inner dimension 1) in a plain C loop,
+        # not through its BLAS: 8x slower than a broadcast multiply for (384, 1) @ (1, 1024).
+        # spaCy's parser makes that product at every step with a single state (the weight
+        # gradient of a one-row batch). One product per value, as the BLAS computes it.
+        return numpy.multiply(A, B, out=out)
+    return numpy.matmul(A, B, out=out)
+
+
 # The compiled fast paths come from mixins, one per kernel family, so each family's
 # wrappers sit next to nothing else; each falls back to Ops outside its fast path.
 class NumpyOps(ActKernels, SeqKernels, GatherKernels, LstmKernels, NormKernels, ConvKernels, Ops):
@@ -69,6 +96,9 @@ class NumpyOps(ActKernels, SeqKernels, GatherKernels, LstmKernels, NormKernels, 
             result = _gemm_kernel.gemm(x, y, out, trans1, trans2)
             if result is not None:
                 return result
+        result = _matmul(x, y, out, trans1, trans2)
+        if result is not None:
+            return result
         return super().gemm(x, y, out=out, trans1=trans1, trans2=trans2)
 
     def cblas(self) -> Any:

@@ -128,6 +128,29 @@ def test_invalid_calls_raise_the_reference_errors(mode, chosen):
         ops.gemm(x, numpy.ones((4, 2), "int32"))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("trans1,trans2", [(False, False), (False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("M,K,N", [(384, 1, 1024), (1, 1, 6), (5, 1, 1), (7, 13, 5), (1, 53, 128), (0, 3, 4), (3, 1, 0)])
+@pytest.mark.parametrize("with_out", [False, True])
+def test_numpy_route_equals_the_reference(mode, dtype, trans1, trans2, M, K, N, with_out):
+    """Without plait's own BLAS, NumpyOps.gemm is numpy.matmul, or a broadcast multiply for an
+    inner dimension of 1 (numpy.matmul makes that product in a plain loop, 8x slower): the
+    reference's values either way, and an `out` of the wrong kind still meets its checks."""
+    mode("numpy")
+    rng = numpy.random.default_rng(M * 1000 + K * 10 + N)
+    x = rng.standard_normal((K, M) if trans1 else (M, K)).astype(dtype)
+    y = rng.standard_normal((N, K) if trans2 else (K, N)).astype(dtype)
+    expected = Ops().gemm(x, y, trans1=trans1, trans2=trans2)
+    out = numpy.full((M, N), numpy.nan, dtype=dtype) if with_out else None
+    got = NumpyOps().gemm(x, y, out=out, trans1=trans1, trans2=trans2)
+    assert got.dtype == expected.dtype and got.shape == (M, N)
+    numpy.testing.assert_array_equal(got, expected)
+    if with_out:
+        assert got is out
+        with pytest.raises(ValueError, match="'out' must have shape"):
+            NumpyOps().gemm(x, y, out=numpy.empty((M + 1, N), dtype), trans1=trans1, trans2=trans2)
+
+
 def test_numpy_mode_installs_nothing(mode):
     got = mode("numpy")
     assert got["library"] is None and "PLAIT_BLAS=numpy" in got["reason"]
