@@ -1,5 +1,17 @@
-"""Argument validation shared by every backend, so that all of them fail with the same messages."""
-from typing import Any, Optional, Tuple, Type
+"""Argument validation shared by every backend, so that all of them fail with the same messages.
+
+What an op accepts follows Thinc 8.3, whose ops are numpy formulas: any real dtype (integers
+promote to float64 where the formula makes floats, as numpy promotes them against a Python
+float), operands that broadcast, and array-likes (lists, tuples, scalars), which numpy
+converts. Checks refuse what would fail anyway, with a message that names the argument, and
+what Thinc would get silently wrong (an in-place write that truncates floats to integers).
+"""
+import functools
+from typing import Any, List, Optional, Sequence, Tuple, Type
+
+import numpy
+
+_REAL_KINDS = "biuf"
 
 
 def describe(X: Any) -> str:
@@ -20,7 +32,8 @@ def check_array(
     kind: Optional[str] = None,
     min_ndim: Optional[int] = None,
 ) -> None:
-    """Raise if X is not an array, has the wrong ndim, or the wrong kind ("f" floats, "i" integers)."""
+    """Raise if X is not an array, has the wrong ndim, or the wrong kind ("f" floats, "i" integers,
+    "r" real numbers: booleans, integers or floats)."""
     if not (hasattr(X, "ndim") and hasattr(X, "dtype") and hasattr(X, "shape")):
         raise TypeError(
             f"Ops.{fn}: argument '{name}' must be an array, got {describe(X)}. "
@@ -37,6 +50,11 @@ def check_array(
     if kind == "f" and X.dtype.kind != "f":
         raise TypeError(
             f"Ops.{fn}: argument '{name}' must hold floats, got {describe(X)}. "
+            f"Cast it with ops.asarray_f(...) or X.astype('float32')."
+        )
+    if kind == "r" and X.dtype.kind not in _REAL_KINDS:
+        raise TypeError(
+            f"Ops.{fn}: argument '{name}' must hold real numbers, got {describe(X)}. "
             f"Cast it with ops.asarray_f(...) or X.astype('float32')."
         )
     if kind == "i" and X.dtype.kind not in "iu":
@@ -114,3 +132,157 @@ def _host(X: Any) -> Any:
     if hasattr(X, "get") and not hasattr(X, "__array_interface__"):
         return X.get()
     return X
+
+
+# --- elementwise operands ---------------------------------------------------------------------
+
+_FLOAT64 = numpy.dtype("float64")
+
+
+def is_array(X: Any) -> bool:
+    return hasattr(X, "ndim") and hasattr(X, "dtype") and hasattr(X, "shape")
+
+
+def operand(fn: str, name: str, X: Any, xp: Any) -> Any:
+    """X as an array of any real dtype: arrays pass as they are, array-likes (lists, tuples,
+    Python and numpy scalars) are converted by xp.asarray; anything else raises TypeError."""
+    if not is_array(X):
+        if X is None or isinstance(X, (str, bytes, dict, set)):
+            raise TypeError(
+                f"Ops.{fn}: argument '{name}' must be an array, got {describe(X)}. "
+                f"Convert it first with ops.asarray(...)."
+            )
+        try:
+            X = xp.asarray(X)
+        except (TypeError, ValueError) as err:
+            raise TypeError(
+                f"Ops.{fn}: argument '{name}' must be an array, got {describe(X)}, which does not "
+                f"convert to one ({err}). Convert it first with ops.asarray(...)."
+            ) from None
+    if X.dtype.kind not in _REAL_KINDS:
+        raise TypeError(
+            f"Ops.{fn}: argument '{name}' must hold real numbers, got {describe(X)}. "
+            f"Cast it with ops.asarray_f(...) or X.astype('float32')."
+        )
+    return X
+
+
+def float_dtype(*dtypes: Any) -> numpy.dtype:
+    """The dtype of a formula that makes floats of these operands: integers and booleans count
+    as float64 (numpy's promotion against a Python float), floats as themselves. Python ints
+    and floats among them are weak, as in numpy: they do not widen an array's dtype."""
+    floats = [dt if isinstance(dt, (int, float)) or dt.kind == "f" else _FLOAT64 for dt in dtypes]
+    dtype = numpy.result_type(*floats)
+    return dtype if dtype.kind == "f" else _FLOAT64
+
+
+def _weak(X: Any, array: Any) -> Any:
+    """A Python int or float as itself (numpy's weak scalars), anything else as its array's dtype."""
+    return X if type(X) in (int, float) else array.dtype
+
+
+def broadcast_shape(fn: str, named: Sequence[Tuple[str, Any]]) -> Tuple[int, ...]:
+    """The shape the arrays broadcast to; ValueError naming them where they do not."""
+    shapes = [tuple(X.shape) for _, X in named]
+    if all(s == shapes[0] for s in shapes):
+        return shapes[0]
+    try:
+        return tuple(numpy.broadcast_shapes(*shapes))
+    except ValueError:
+        listed = ", ".join(f"'{n}' {s}" for (n, _), s in zip(named, shapes))
+        raise ValueError(
+            f"Ops.{fn}: the arguments must have the same shape or broadcast to one, got {listed}."
+        ) from None
+
+
+def inplace_target(
+    fn: str, name: str, target: Any, xp: Any, shape: Tuple[int, ...], dtype: numpy.dtype, *, required: bool = True
+) -> Any:
+    """The array an in-place op writes its result (of `shape` and `dtype`) into, or None.
+
+    None where `target` is not an array (a list or scalar: the result is a new array, as
+    numpy gives Thinc's `X *= ...`). Otherwise the result must fit: the same shape
+    (ValueError), a dtype the result casts to without changing kind (TypeError: floats
+    written into integers would be truncated), and writeable memory (ValueError).
+
+    required=False is for the ops whose inplace Thinc ignores: the target is used only where
+    that changes nothing but the write (same shape, the result's very dtype), else None.
+    """
+    if not isinstance(target, xp.ndarray):
+        return None
+    if target.dtype == dtype and target.shape == shape and target.flags.writeable:
+        return target
+    fits_shape = tuple(target.shape) == tuple(shape)
+    writeable = bool(target.flags.writeable)
+    if not required:
+        return target if fits_shape and writeable and target.dtype == dtype else None
+    fits_dtype = numpy.can_cast(dtype, target.dtype, "same_kind")
+    if fits_shape and fits_dtype and writeable:
+        return target
+    if not fits_shape:
+        raise ValueError(
+            f"Ops.{fn}: cannot write the result (shape {tuple(shape)}) into '{name}' in place: "
+            f"'{name}' is an {describe(target)}. Pass inplace=False, or operands of "
+            f"'{name}''s shape."
+        )
+    if not fits_dtype:
+        raise TypeError(
+            f"Ops.{fn}: cannot write {dtype} results into '{name}' ({describe(target)}) in place "
+            f"without truncating them. Pass inplace=False, or a float array: "
+            f"{name}.astype('float32')."
+        )
+    raise ValueError(f"Ops.{fn}: cannot write into '{name}' in place: it is read-only ({describe(target)}).")
+
+
+def elementwise(
+    fn: str,
+    xp: Any,
+    named: Sequence[Tuple[str, Any]],
+    *,
+    floats: bool = True,
+    broadcast: bool = True,
+) -> Tuple[List[Any], Tuple[int, ...], numpy.dtype]:
+    """The operands of an elementwise op as arrays, the shape of its result and the dtype it
+    computes in: integers become float64 for ops that make floats (floats=True), and keep their
+    dtype for ops that are exact on them (relu, its backprop, dtanh). Python scalars are weak. Operands broadcast
+    (broadcast=False: they must have one shape, as Thinc's backprop_mish insists). The arrays
+    are cast to the dtype, not broadcast."""
+    X0 = named[0][1]
+    if isinstance(X0, xp.ndarray) and X0.dtype.kind == "f":
+        # The common call: float arrays of one dtype and shape, nothing to do.
+        dtype, shape = X0.dtype, X0.shape
+        for _, X in named[1:]:
+            if not (isinstance(X, xp.ndarray) and X.dtype == dtype and X.shape == shape):
+                break
+        else:
+            return [X for _, X in named], shape, dtype
+    arrays = [operand(fn, n, X, xp) for n, X in named]
+    first = arrays[0].dtype
+    if all(a.dtype == first for a in arrays) and (first.kind == "f" or not floats):
+        dtype = first
+    else:
+        kinds = [_weak(X, a) for (_, X), a in zip(named, arrays)]
+        dtype = float_dtype(*kinds) if floats else numpy.result_type(*kinds)
+    pairs = [(n, a) for (n, _), a in zip(named, arrays)]
+    if broadcast:
+        shape = broadcast_shape(fn, pairs)
+    else:
+        for n, a in pairs[1:]:
+            check_same_shape(fn, pairs[0][0], pairs[0][1], n, a)
+        shape = tuple(arrays[0].shape)
+    return [a if a.dtype == dtype else a.astype(dtype) for a in arrays], shape, dtype
+
+
+def refuse_int_truncation(fn: str, name: str, X: Any, why: str) -> None:
+    """TypeError for an integer array where Thinc returns its float results truncated to it."""
+    if is_array(X) and X.dtype.kind in "biu":
+        raise TypeError(
+            f"Ops.{fn}: argument '{name}' holds integers ({describe(X)}); Thinc would {why}, "
+            f"truncating the results. Cast it to floats first: {name}.astype('float32')."
+        )
+
+
+@functools.lru_cache(maxsize=None)
+def cumsum_dtype(dtype: numpy.dtype) -> numpy.dtype:
+    """The dtype numpy's cumsum gives for an array of `dtype` (int32 counts sum as int64)."""
+    return numpy.cumsum(numpy.zeros(1, dtype=dtype)).dtype

@@ -70,7 +70,8 @@ class ActKernels:
             return super().sigmoid(X, inplace=inplace) if Y is None else Y
 
         def backprop_sigmoid(self, dY: FloatsXdT, Y: FloatsXdT, *, inplace: bool = False) -> FloatsXdT:
-            dX = _act.elementwise(_act.BACKPROP_SIGMOID, dY, Y, inplace=inplace)
+            # In place the gradient goes into Y, as in Thinc.
+            dX = _act.elementwise(_act.BACKPROP_SIGMOID, dY, Y, inplace=inplace, into_b=True)
             return super().backprop_sigmoid(dY, Y, inplace=inplace) if dX is None else dX
 
         def swish(self, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:

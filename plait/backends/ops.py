@@ -42,7 +42,20 @@ from ..types import (
 )
 from . import _lstm, _murmur
 from ._conv_ops import ConvOps
-from ._checks import check_array, check_lengths, check_same_shape, describe
+from ._checks import (
+    broadcast_shape,
+    check_array,
+    check_lengths,
+    check_same_shape,
+    cumsum_dtype,
+    describe,
+    elementwise,
+    float_dtype,
+    inplace_target,
+    is_array,
+    operand,
+    refuse_int_truncation,
+)
 
 
 def _canonical_dtype(fn: str, dtype: Any) -> Any:
@@ -664,57 +677,92 @@ class Ops(ConvOps):
 
     # ------------------------------------------------------------------ sigmoid, tanh, softmax
 
+    # NOTE: the elementwise ops take what Thinc's numpy formulas take (see _checks.py): any real
+    # dtype, operands that broadcast, array-likes. Integers compute in float64 (the dtype numpy
+    # gives them against a Python float); with inplace=True the result is written into the
+    # input Thinc writes into, which must hold it (TypeError where floats would be truncated
+    # into integers, which Thinc does silently in some ops and refuses in the others).
+
+    def _ew(
+        self, fn: str, named: Sequence[Tuple[str, Any]], *, floats: bool = True, broadcast: bool = True
+    ) -> Tuple[List[Any], Tuple[int, ...], Any]:
+        return elementwise(fn, self.xp, named, floats=floats, broadcast=broadcast)
+
+    def _into(
+        self, fn: str, name: str, target: Any, shape: Tuple[int, ...], dtype: Any, *, required: bool = True
+    ) -> Any:
+        return inplace_target(fn, name, target, self.xp, shape, dtype, required=required)
+
+    @staticmethod
+    def _scaled(out: Any, dY: Any, grad: Any) -> Any:
+        """dY * grad, written into `out` when there is one."""
+        if out is None:
+            return dY * grad
+        out *= grad
+        return out
+
     def sigmoid(self, X: FloatsXdT, *, inplace: bool = False) -> FloatsXdT:
         """1 / (1 + exp(-X)), with X clipped to [-20, 20] to avoid overflow."""
-        check_array("sigmoid", "X", X, kind="f")
+        (X_,), shape, dtype = self._ew("sigmoid", [("X", X)])
+        out = self._into("sigmoid", "X", X, shape, dtype) if inplace else None
         xp = self.xp
-        out = X if inplace else xp.empty_like(X)
-        xp.clip(X, -20.0, 20.0, out=out)
-        xp.negative(out, out=out)
-        xp.exp(out, out=out)
-        out += 1.0
-        xp.reciprocal(out, out=out)
-        return out
+        Y = xp.clip(X_, -20.0, 20.0, out=xp.empty_like(X_) if out is None else out)
+        xp.negative(Y, out=Y)
+        xp.exp(Y, out=Y)
+        Y += 1.0
+        xp.reciprocal(Y, out=Y)
+        return Y
 
     def dsigmoid(self, Y: FloatsXdT, *, inplace: bool = False) -> FloatsXdT:
         """Derivative of the sigmoid from its output: Y * (1 - Y)."""
-        check_array("dsigmoid", "Y", Y, kind="f")
-        if inplace:
-            Y *= 1.0 - Y
-            return Y
-        return Y * (1.0 - Y)
+        # In place the product stays in Y's dtype, integers included, as in Thinc.
+        (Y_,), shape, dtype = self._ew("dsigmoid", [("Y", Y)], floats=not inplace)
+        out = self._into("dsigmoid", "Y", Y, shape, dtype) if inplace else None
+        if out is not None:
+            out *= 1 - out
+            return out
+        return Y_ * (1 - Y_)
 
     def backprop_sigmoid(self, dY: FloatsXdT, Y: FloatsXdT, *, inplace: bool = False) -> FloatsXdT:
-        """dX = dY * Y * (1 - Y)."""
-        check_array("backprop_sigmoid", "dY", dY, kind="f")
-        check_array("backprop_sigmoid", "Y", Y, kind="f")
-        check_same_shape("backprop_sigmoid", "dY", dY, "Y", Y)
-        grad = self.dsigmoid(Y)
-        if inplace:
-            dY *= grad
-            return dY
-        return dY * grad
+        """dX = dY * Y * (1 - Y); in place, written into Y (as Thinc does), which dY broadcasts to."""
+        (dY_, Y_), shape, dtype = self._ew("backprop_sigmoid", [("dY", dY), ("Y", Y)], floats=not inplace)
+        out = self._into("backprop_sigmoid", "Y", Y, shape, dtype) if inplace else None
+        if out is not None:
+            out *= 1 - out
+            out *= dY_
+            return out
+        return dY_ * (Y_ * (1 - Y_))
 
     def dtanh(self, Y: FloatsT, *, inplace: bool = False) -> FloatsT:
-        """Derivative of tanh from its output: 1 - Y**2."""
-        check_array("dtanh", "Y", Y, kind="f")
-        if inplace:
-            Y *= Y
-            Y *= -1.0
-            Y += 1.0
-            return Y
-        return 1.0 - Y * Y
+        """Derivative of tanh from its output: 1 - Y**2 (exact on integers, except in place)."""
+        (Y_,), shape, dtype = self._ew("dtanh", [("Y", Y)], floats=inplace)
+        out = self._into("dtanh", "Y", Y, shape, dtype) if inplace else None
+        if out is not None:
+            out *= out
+            out *= -1
+            out += 1
+            return out
+        return 1 - Y_ * Y_
 
     def softmax(
         self, x: FloatsT, *, inplace: bool = False, axis: int = -1, temperature: float = 1.0
     ) -> FloatsT:
-        """exp(x / T) normalised to sum to 1 along `axis` (max-shifted for stability)."""
-        check_array("softmax", "x", x, kind="f")
-        if temperature <= 0:
-            raise ValueError(f"Ops.softmax: 'temperature' must be > 0, got {temperature}.")
+        """exp(x / T) normalised to sum to 1 along `axis` (max-shifted for stability).
+
+        With inplace=True the result goes into x where that changes nothing but the write (x is
+        a float array of the result's dtype); otherwise it is a new array, as always in Thinc,
+        whose softmax ignores inplace.
+        """
+        (x_,), shape, dtype = self._ew("softmax", [("x", x)])
+        if temperature == 0:
+            raise ValueError(
+                f"Ops.softmax: 'temperature' must not be 0 (x / 0 has no softmax), got {temperature!r}."
+            )
         xp = self.xp
-        out = x if inplace else x.copy()
-        if temperature != 1.0:
+        out = self._into("softmax", "x", x, shape, dtype, required=False) if inplace else None
+        if out is None:
+            out = x_ / temperature if temperature != 1.0 else x_.copy()
+        elif temperature != 1.0:
             out /= temperature
         out -= out.max(axis=axis, keepdims=True)
         xp.exp(out, out=out)
@@ -725,11 +773,10 @@ class Ops(ConvOps):
         self, Y: FloatsT, dY: FloatsT, *, axis: int = -1, temperature: float = 1.0
     ) -> FloatsT:
         """dX = Y * (dY - sum(Y * dY, axis)) / T."""
-        check_array("backprop_softmax", "Y", Y, kind="f")
-        check_array("backprop_softmax", "dY", dY, kind="f")
-        check_same_shape("backprop_softmax", "Y", Y, "dY", dY)
-        dX = Y * dY
-        dX -= Y * dX.sum(axis=axis, keepdims=True)
+        # Integers stay integers where Thinc's formula is exact on them (no temperature).
+        (Y_, dY_), _, _ = self._ew("backprop_softmax", [("Y", Y), ("dY", dY)], floats=temperature != 1.0)
+        dX = Y_ * dY_
+        dX -= Y_ * dX.sum(axis=axis, keepdims=True)
         if temperature != 1.0:
             dX /= temperature
         return dX
@@ -739,20 +786,17 @@ class Ops(ConvOps):
 
         Never forms softmax itself, so very negative scores give finite logs instead of log(0).
         """
-        check_array("log_softmax", "X", X, kind="f")
+        (X_,), _, _ = self._ew("log_softmax", [("X", X)])
         xp = self.xp
-        Y = X - X.max(axis=axis, keepdims=True)
+        Y = X_ - X_.max(axis=axis, keepdims=True)
         Y -= xp.log(xp.exp(Y).sum(axis=axis, keepdims=True))
         return Y
 
     def backprop_log_softmax(self, Y: FloatsT, dY: FloatsT, *, axis: int = -1) -> FloatsT:
         """dX = dY - exp(Y) * sum(dY, axis), for Y = log_softmax(X) (a plait addition)."""
-        check_array("backprop_log_softmax", "Y", Y, kind="f")
-        check_array("backprop_log_softmax", "dY", dY, kind="f")
-        check_same_shape("backprop_log_softmax", "Y", Y, "dY", dY)
-        dX = self.xp.exp(Y)
-        dX *= -dY.sum(axis=axis, keepdims=True)
-        dX += dY
+        (Y_, dY_), _, _ = self._ew("backprop_log_softmax", [("Y", Y), ("dY", dY)])
+        dX = self.xp.exp(Y_) * -dY_.sum(axis=axis, keepdims=True)
+        dX += dY_
         return dX
 
     def softmax_sequences(
@@ -760,35 +804,29 @@ class Ops(ConvOps):
     ) -> Floats2d:
         """Softmax over the rows of each sequence, separately per column.  (nN, nO) -> (nN, nO)
 
-        `axis` is accepted for Thinc compatibility; as in Thinc only the default is meaningful
-        (normalise within each sequence), so any other value is refused rather than ignored.
+        `axis` is accepted and ignored, as in Thinc: the normalisation is always over each
+        sequence's rows. With inplace=True the result goes into Xs where Xs can hold it exactly
+        (Thinc ignores inplace here).
         """
-        check_array("softmax_sequences", "Xs", Xs, kind="f")
-        if axis != -1:
+        (Xs_,), shape, dtype = self._ew("softmax_sequences", [("Xs", Xs)])
+        if Xs_.ndim >= 3:
             raise NotImplementedError(
-                f"Ops.softmax_sequences: only axis=-1 (normalise over each sequence's rows) is "
-                f"supported, got axis={axis!r}. Use ops.softmax(Xs, axis=...) for a plain softmax."
+                f"Ops.softmax_sequences supports 2d input only, got {describe(Xs_)}."
             )
-        if Xs.ndim >= 3:
-            raise NotImplementedError(
-                f"Ops.softmax_sequences supports 2d input only, got {describe(Xs)}."
-            )
-        check_lengths("softmax_sequences", lengths, Xs.shape[0], allow_zero=True, X_name="Xs")
+        check_lengths("softmax_sequences", lengths, Xs_.shape[0] if Xs_.ndim else None, allow_zero=True, X_name="Xs")
         xp = self.xp
-        out = Xs if inplace else Xs.copy()
+        out = self._into("softmax_sequences", "Xs", Xs, shape, dtype, required=False) if inplace else None
         # Clipping (rather than max-shifting per sequence) keeps results identical to Thinc's.
-        xp.clip(out, -20.0, 20.0, out=out)
+        out = xp.clip(Xs_, -20.0, 20.0, out=xp.empty_like(Xs_) if out is None else out)
         xp.exp(out, out=out)
         out /= self.backprop_reduce_sum(self.reduce_sum(out, lengths), lengths)
         return out
 
     def backprop_softmax_sequences(self, dY: Floats2d, Y: Floats2d, lengths: Ints1d) -> Floats2d:
         """Gradient of softmax_sequences: Y * (dY - per-sequence sum(Y * dY))."""
-        check_array("backprop_softmax_sequences", "dY", dY, kind="f")
-        check_array("backprop_softmax_sequences", "Y", Y, kind="f")
-        check_same_shape("backprop_softmax_sequences", "dY", dY, "Y", Y)
-        dX = Y * dY
-        dX -= Y * self.backprop_reduce_sum(self.reduce_sum(dX, lengths), lengths)
+        (dY_, Y_), _, _ = self._ew("backprop_softmax_sequences", [("dY", dY), ("Y", Y)])
+        dX = Y_ * dY_
+        dX -= Y_ * self.backprop_reduce_sum(self.reduce_sum(dX, lengths), lengths)
         return dX
 
     # ------------------------------------------------------------------ LSTM
@@ -898,24 +936,38 @@ class Ops(ConvOps):
     # ------------------------------------------------------------------ maxout and activations
 
     def maxout(self, X: Floats3d) -> Tuple[Floats2d, Ints2d]:
-        """Max over the last axis and which piece won.  (nB, nO, nP) -> (nB, nO), (nB, nO) int32"""
-        check_array("maxout", "X", X, ndim=3, kind="f")
-        if X.shape[2] == 0:
+        """Max over the last axis and which piece won.  (nB, nO, nP) -> (nB, nO), (nB, nO) int32
+
+        As in Thinc's reference, any rank >= 1 and any real dtype are taken (the maximum keeps it).
+        """
+        check_array("maxout", "X", X, min_ndim=1)
+        if X.shape[-1] == 0:
             raise ValueError(f"Ops.maxout: 'X' needs at least one piece on its last axis, got {describe(X)}.")
         which = X.argmax(axis=-1).astype("int32")
         best = self.xp.take_along_axis(X, which[..., None].astype("int64"), axis=-1)[..., 0]
         return best, which
 
     def backprop_maxout(self, dY: Floats2d, which: Ints2d, P: int) -> Floats3d:
-        """Route each gradient to the piece that won.  (nB, nO) -> (nB, nO, P)"""
-        check_array("backprop_maxout", "dY", dY, ndim=2, kind="f")
+        """Route each gradient to the piece that won.  (nB, nO) -> (nB, nO, P)
+
+        As in Thinc, `which` may have more rows than dY (they are not read), and dY may hold
+        any real dtype, which dX keeps.
+        """
+        check_array("backprop_maxout", "dY", dY, ndim=2)
         check_array("backprop_maxout", "which", which, ndim=2, kind="i")
-        check_same_shape("backprop_maxout", "dY", dY, "which", which)
+        if which.shape[1] != dY.shape[1] or which.shape[0] < dY.shape[0]:
+            # NOTE: Thinc's compiled kernel reads `which` as dY's rows and columns, out of
+            # bounds (or misaligned) for any other shape.
+            raise ValueError(
+                f"Ops.backprop_maxout: 'which' must have the shape of 'dY' {tuple(dY.shape)} (or "
+                f"more rows), got {describe(which)}."
+            )
         if not isinstance(P, (int, numpy.integer)) or isinstance(P, bool):
             raise TypeError(f"Ops.backprop_maxout: 'P' must be an int, got {type(P).__name__} {P!r}.")
         if P < 0:
             raise ValueError(f"Ops.backprop_maxout: 'P' must be >= 0, got {P}.")
         xp = self.xp
+        which = which[: dY.shape[0]]
         if which.size:
             bad = (which < 0) | (which >= P)
             if bool(bad.any()):
@@ -944,6 +996,8 @@ class Ops(ConvOps):
         check_array("backprop_maxout_affine", "dY", dY, ndim=2, kind="f")
         check_array("backprop_maxout_affine", "X", X, ndim=2, kind="f")
         check_array("backprop_maxout_affine", "W", W, ndim=3, kind="f")
+        check_array("backprop_maxout_affine", "which", which, ndim=2, kind="i")
+        check_same_shape("backprop_maxout_affine", "dY", dY, "which", which)
         nO, nP, nI = (int(d) for d in W.shape)
         if dY.shape[1] != nO:
             raise ValueError(
@@ -963,20 +1017,19 @@ class Ops(ConvOps):
         return dX, dW, db
 
     def relu(self, X: Floats2d, inplace: bool = False) -> Floats2d:
-        check_array("relu", "X", X, kind="f")
-        if inplace:
-            self.xp.maximum(X, 0, out=X)
-            return X
-        return self.xp.maximum(X, 0)
+        """max(X, 0); integers stay integers."""
+        (X_,), shape, dtype = self._ew("relu", [("X", X)], floats=False)
+        out = self._into("relu", "X", X, shape, dtype) if inplace else None
+        return self.xp.maximum(X_, 0, out=out)
 
     def backprop_relu(self, dY: Floats2d, Y: Floats2d, inplace: bool = False) -> Floats2d:
-        check_array("backprop_relu", "dY", dY, kind="f")
-        check_array("backprop_relu", "Y", Y, kind="f")
-        check_same_shape("backprop_relu", "dY", dY, "Y", Y)
-        if inplace:
-            dY *= Y > 0
-            return dY
-        return dY * (Y > 0)
+        """dY where Y > 0, else 0: dX has dY's dtype and the shape dY and Y broadcast to."""
+        fn, xp = "backprop_relu", self.xp
+        dY_ = operand(fn, "dY", dY, xp)
+        Y_ = operand(fn, "Y", Y, xp)
+        shape = broadcast_shape(fn, [("dY", dY_), ("Y", Y_)])
+        out = self._into(fn, "dY", dY, shape, dY_.dtype) if inplace else None
+        return self._scaled(out, dY_, Y_ > 0)
 
     def clipped_linear(
         self,
@@ -987,13 +1040,12 @@ class Ops(ConvOps):
         max_val: float = 1.0,
         inplace: bool = False,
     ) -> FloatsXdT:
-        """clip(X * slope + offset, min_val, max_val)."""
-        check_array("clipped_linear", "X", X, kind="f")
-        if min_val > max_val:
-            raise ValueError(
-                f"Ops.clipped_linear: 'min_val' ({min_val}) must not exceed 'max_val' ({max_val})."
-            )
-        out = X if inplace else X.copy()
+        """clip(X * slope + offset, min_val, max_val); with min_val > max_val every value is
+        max_val (numpy's clip, which Thinc calls)."""
+        (X_,), shape, dtype = self._ew("clipped_linear", [("X", X)])
+        out = self._into("clipped_linear", "X", X, shape, dtype) if inplace else None
+        if out is None:
+            out = X_.copy() if X_ is X else X_
         if slope != 1.0:
             out *= slope
         if offset != 0.0:
@@ -1011,17 +1063,29 @@ class Ops(ConvOps):
         max_val: float = 1.0,
         inplace: bool = False,
     ) -> FloatsXdT:
-        """dX = dY * slope where min_val < X * slope + offset < max_val, else 0."""
-        check_array("backprop_clipped_linear", "dY", dY, kind="f")
-        check_array("backprop_clipped_linear", "X", X, kind="f")
-        check_same_shape("backprop_clipped_linear", "dY", dY, "X", X)
-        linear = X * slope + offset
-        grad = ((linear > min_val) & (linear < max_val)).astype(dY.dtype)
-        grad *= slope
-        if inplace:
-            dY *= grad
-            return dY
-        return dY * grad
+        """dX = dY * slope where min_val < X * slope + offset < max_val, else 0.
+
+        The slope is taken in X's dtype, as in Thinc: integer X gives exact gradients for
+        integral slopes, and a TypeError for the others (Thinc truncates them to integers).
+        """
+        fn, xp = "backprop_clipped_linear", self.xp
+        dY_ = operand(fn, "dY", dY, xp)
+        X_ = operand(fn, "X", X, xp)
+        shape = broadcast_shape(fn, [("dY", dY_), ("X", X_)])
+        if X_.dtype.kind != "f" and not float(slope).is_integer():
+            raise TypeError(
+                f"Ops.{fn}: argument 'X' holds integers ({describe(X_)}) and slope={slope!r} is "
+                f"not: Thinc would truncate the slope to an integer. Cast X to floats first: "
+                f"X.astype('float32')."
+            )
+        dtype = numpy.result_type(*(X if type(X) in (int, float) else a.dtype for X, a in ((dY, dY_), (X, X_))))
+        out = self._into(fn, "dY", dY, shape, dtype) if inplace else None
+        if type(dY) in (int, float):
+            dY_ = dY_.astype(dtype)  # a weak scalar: the result keeps X's dtype, as numpy's product
+        linear = X_ * slope + offset
+        grad = ((linear > min_val) & (linear < max_val)).astype(X_.dtype)
+        grad *= X_.dtype.type(slope)
+        return self._scaled(out, dY_, grad)
 
     def relu_k(
         self, X: FloatsXdT, n: float = 6.0, inplace: bool = False, *, k: Optional[float] = None
@@ -1038,7 +1102,21 @@ class Ops(ConvOps):
         """max(0, min(1, 0.2 * X + 0.5))."""
         return self.clipped_linear(X, slope=0.2, offset=0.5, inplace=inplace)
 
+    def _writes_back(self, dY: Any, X: Any) -> bool:
+        """Whether dY * f(X) can go into dY without changing the result's shape or dtype."""
+        return (
+            isinstance(dY, self.xp.ndarray)
+            and is_array(X)
+            and bool(dY.flags.writeable)
+            and numpy.result_type(dY.dtype, X.dtype) == dY.dtype
+            and all(d == 1 or d == t for d, t in zip(tuple(X.shape)[::-1], tuple(dY.shape)[::-1]))
+            and X.ndim <= dY.ndim
+        )
+
     def backprop_hard_sigmoid(self, dY: FloatsXdT, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
+        # NOTE: Thinc ignores inplace=True here; plait writes into dY where that leaves the
+        # result as Thinc returns it (dY of the result's shape and dtype).
+        inplace = inplace and self._writes_back(dY, X)
         return self.backprop_clipped_linear(dY, X, slope=0.2, offset=0.5, inplace=inplace)
 
     def hard_tanh(self, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
@@ -1046,130 +1124,109 @@ class Ops(ConvOps):
         return self.clipped_linear(X, min_val=-1.0, max_val=1.0, inplace=inplace)
 
     def backprop_hard_tanh(self, dY: FloatsXdT, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
+        # NOTE: as backprop_hard_sigmoid, whose inplace Thinc ignores too.
+        inplace = inplace and self._writes_back(dY, X)
         return self.backprop_clipped_linear(dY, X, min_val=-1.0, max_val=1.0, inplace=inplace)
 
     def hard_swish(self, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
         """X * hard_sigmoid(X)."""
-        check_array("hard_swish", "X", X, kind="f")
-        gate = self.hard_sigmoid(X)
-        if inplace:
-            X *= gate
-            return X
-        return X * gate
+        (X_,), shape, dtype = self._ew("hard_swish", [("X", X)])
+        out = self._into("hard_swish", "X", X, shape, dtype) if inplace else None
+        return self._scaled(out, X_, self.hard_sigmoid(X_))
 
     def backprop_hard_swish(self, dY: FloatsXdT, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
         """d/dX X * clip(0.2 X + 0.5, 0, 1) = 0.4 X + 0.5 inside (-2.5, 2.5), 1 above, 0 below."""
-        check_array("backprop_hard_swish", "dY", dY, kind="f")
-        check_array("backprop_hard_swish", "X", X, kind="f")
-        check_same_shape("backprop_hard_swish", "dY", dY, "X", X)
+        (dY_, X_), shape, dtype = self._ew("backprop_hard_swish", [("dY", dY), ("X", X)])
+        out = self._into("backprop_hard_swish", "dY", dY, shape, dtype) if inplace else None
         xp = self.xp
-        grad = xp.where(X > 2.5, 1.0, xp.where(X < -2.5, 0.0, X * 0.4 + 0.5)).astype(dY.dtype)
-        if inplace:
-            dY *= grad
-            return dY
-        return dY * grad
+        grad = xp.where(X_ > 2.5, 1.0, xp.where(X_ < -2.5, 0.0, X_ * 0.4 + 0.5)).astype(dtype, copy=False)
+        return self._scaled(out, dY_, grad)
 
     def hard_swish_mobilenet(self, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
         """X * relu6(X + 3) / 6."""
-        check_array("hard_swish_mobilenet", "X", X, kind="f")
-        gate = self.clipped_linear(X, slope=1.0 / 6.0, offset=0.5)
-        if inplace:
-            X *= gate
-            return X
-        return X * gate
+        (X_,), shape, dtype = self._ew("hard_swish_mobilenet", [("X", X)])
+        out = self._into("hard_swish_mobilenet", "X", X, shape, dtype) if inplace else None
+        return self._scaled(out, X_, self.clipped_linear(X_, slope=1.0 / 6.0, offset=0.5))
 
     def backprop_hard_swish_mobilenet(
         self, dY: FloatsXdT, X: FloatsXdT, inplace: bool = False
     ) -> FloatsXdT:
         """d/dX X * (X + 3) / 6 = X / 3 + 0.5 inside (-3, 3), 1 above, 0 below."""
-        check_array("backprop_hard_swish_mobilenet", "dY", dY, kind="f")
-        check_array("backprop_hard_swish_mobilenet", "X", X, kind="f")
-        check_same_shape("backprop_hard_swish_mobilenet", "dY", dY, "X", X)
+        fn = "backprop_hard_swish_mobilenet"
+        (dY_, X_), shape, dtype = self._ew(fn, [("dY", dY), ("X", X)])
+        out = self._into(fn, "dY", dY, shape, dtype) if inplace else None
         xp = self.xp
-        grad = xp.where(X > 3.0, 1.0, xp.where(X < -3.0, 0.0, X / 3.0 + 0.5)).astype(dY.dtype)
-        if inplace:
-            dY *= grad
-            return dY
-        return dY * grad
+        grad = xp.where(X_ > 3.0, 1.0, xp.where(X_ < -3.0, 0.0, X_ / 3.0 + 0.5)).astype(dtype, copy=False)
+        return self._scaled(out, dY_, grad)
 
     def mish(self, X: FloatsXdT, threshold: float = 20.0, inplace: bool = False) -> FloatsXdT:
         """X * tanh(softplus(X)); the identity at or above `threshold` (where it equals X in float)."""
-        check_array("mish", "X", X, kind="f")
+        (X_,), shape, dtype = self._ew("mish", [("X", X)])
+        out = self._into("mish", "X", X, shape, dtype) if inplace else None
         xp = self.xp
-        softplus = xp.logaddexp(xp.zeros((), dtype=X.dtype), X)
-        Y = xp.where(X >= threshold, X, X * xp.tanh(softplus)).astype(X.dtype, copy=False)
-        if inplace:
-            X[...] = Y
-            return X
+        softplus = xp.logaddexp(xp.zeros((), dtype=dtype), X_)
+        Y = xp.where(X_ >= threshold, X_, X_ * xp.tanh(softplus)).astype(dtype, copy=False)
+        if out is not None:
+            out[...] = Y
+            return out
         return Y
 
     def backprop_mish(
         self, dY: FloatsXdT, X: Floats2d, threshold: float = 20.0, inplace: bool = False
     ) -> FloatsXdT:
-        """d mish / dX = tanh(sp) + X * sigmoid(X) * (1 - tanh(sp)**2), with sp = softplus(X); 1 above threshold."""
-        check_array("backprop_mish", "dY", dY, kind="f")
-        check_array("backprop_mish", "X", X, kind="f")
-        check_same_shape("backprop_mish", "dY", dY, "X", X)
+        """d mish / dX = tanh(sp) + X * sigmoid(X) * (1 - tanh(sp)**2), with sp = softplus(X); 1 above threshold.
+
+        As in Thinc, dY and X must have one shape and dX has dY's dtype.
+        """
+        fn = "backprop_mish"
+        refuse_int_truncation(fn, "dY", dY, "write the gradient into a copy of dY")
+        out_dtype = operand(fn, "dY", dY, self.xp).dtype
+        (dY_, X_), shape, dtype = self._ew(fn, [("dY", dY), ("X", X)], broadcast=False)
+        out = self._into(fn, "dY", dY, shape, out_dtype) if inplace else None
         xp = self.xp
-        tanh_sp = xp.tanh(xp.logaddexp(xp.zeros((), dtype=X.dtype), X))
-        sig = self.sigmoid(X)
-        grad = tanh_sp + X * sig * (1.0 - tanh_sp * tanh_sp)
-        grad = xp.where(X >= threshold, 1.0, grad).astype(dY.dtype, copy=False)
-        if inplace:
-            dY *= grad
-            return dY
-        return dY * grad
+        tanh_sp = xp.tanh(xp.logaddexp(xp.zeros((), dtype=dtype), X_))
+        sig = self.sigmoid(X_)
+        grad = tanh_sp + X_ * sig * (1.0 - tanh_sp * tanh_sp)
+        grad = xp.where(X_ >= threshold, 1.0, grad).astype(dtype, copy=False)
+        if out is not None:
+            out *= grad
+            return out
+        return (dY_ * grad).astype(out_dtype, copy=False)
 
     def swish(self, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
         """X * sigmoid(X) (a.k.a. SiLU)."""
-        check_array("swish", "X", X, kind="f")
-        gate = self.sigmoid(X)
-        if inplace:
-            X *= gate
-            return X
-        return X * gate
+        (X_,), shape, dtype = self._ew("swish", [("X", X)])
+        out = self._into("swish", "X", X, shape, dtype) if inplace else None
+        return self._scaled(out, X_, self.sigmoid(X_))
 
     def backprop_swish(
         self, dY: FloatsXdT, X: FloatsXdT, Y: FloatsXdT, inplace: bool = False
     ) -> FloatsXdT:
         """d swish / dX = Y + sigmoid(X) * (1 - Y)."""
-        check_array("backprop_swish", "dY", dY, kind="f")
-        check_array("backprop_swish", "X", X, kind="f")
-        check_array("backprop_swish", "Y", Y, kind="f")
-        check_same_shape("backprop_swish", "dY", dY, "X", X)
-        grad = Y + self.sigmoid(X) * (1.0 - Y)
-        if inplace:
-            dY *= grad
-            return dY
-        return dY * grad
+        (dY_, X_, Y_), shape, dtype = self._ew("backprop_swish", [("dY", dY), ("X", X), ("Y", Y)])
+        out = self._into("backprop_swish", "dY", dY, shape, dtype) if inplace else None
+        return self._scaled(out, dY_, Y_ + self.sigmoid(X_) * (1.0 - Y_))
 
     def dish(self, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
         """X * 0.5 * (1 + X / sqrt(1 + X**2)): a Swish-like curve without exp or erf."""
-        check_array("dish", "X", X, kind="f")
-        xp = self.xp
-        gate = 0.5 * (1.0 + X / xp.sqrt(1.0 + X * X))
-        if inplace:
-            X *= gate
-            return X
-        return X * gate
+        (X_,), shape, dtype = self._ew("dish", [("X", X)])
+        out = self._into("dish", "X", X, shape, dtype) if inplace else None
+        gate = 0.5 * (1.0 + X_ / self.xp.sqrt(1.0 + X_ * X_))
+        return self._scaled(out, X_, gate)
 
     def backprop_dish(self, dY: FloatsXdT, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
         """d dish / dX = 0.5 * (1 + X / s) + 0.5 * X / s**3, with s = sqrt(1 + X**2)."""
-        check_array("backprop_dish", "dY", dY, kind="f")
-        check_array("backprop_dish", "X", X, kind="f")
-        check_same_shape("backprop_dish", "dY", dY, "X", X)
-        xp = self.xp
-        s = xp.sqrt(1.0 + X * X)
-        grad = 0.5 * (1.0 + X / s) + 0.5 * X / (s * s * s)
-        if inplace:
-            dY *= grad
-            return dY
-        return dY * grad
+        (dY_, X_), shape, dtype = self._ew("backprop_dish", [("dY", dY), ("X", X)])
+        out = self._into("backprop_dish", "dY", dY, shape, dtype) if inplace else None
+        s = self.xp.sqrt(1.0 + X_ * X_)
+        grad = 0.5 * (1.0 + X_ / s) + 0.5 * X_ / (s * s * s)
+        return self._scaled(out, dY_, grad)
 
     def erf(self, X: FloatsXdT) -> FloatsXdT:
         """The Gauss error function, elementwise (accurate to float64 rounding)."""
-        check_array("erf", "X", X, kind="f")
-        return self._special().erf(X).astype(X.dtype, copy=False)
+        refuse_int_truncation("erf", "X", X, "cast erf(X) back to X's integer dtype")
+        (X_,), _, dtype = self._ew("erf", [("X", X)])
+        return self._special().erf(X_).astype(dtype, copy=False)
 
     def _special(self) -> Any:
         """scipy.special for numpy arrays, cupyx.scipy.special for cupy ones (imported on first use)."""
@@ -1183,56 +1240,52 @@ class Ops(ConvOps):
 
     def sechsq(self, X: FloatsXdT) -> FloatsXdT:
         """sech(X)**2 = 1 - tanh(X)**2, with X clipped to [-20, 20]."""
-        check_array("sechsq", "X", X, kind="f")
-        X = self.xp.clip(X, -20.0, 20.0)
-        return (1.0 / self.xp.cosh(X)) ** 2
+        (X_,), _, _ = self._ew("sechsq", [("X", X)])
+        X_ = self.xp.clip(X_, -20.0, 20.0)
+        return (1.0 / self.xp.cosh(X_)) ** 2
 
     def gelu(self, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
         """Exact GELU: X * Phi(X), Phi the standard normal CDF."""
-        check_array("gelu", "X", X, kind="f")
-        cdf = 0.5 * (1.0 + self.erf(X * (1.0 / math.sqrt(2.0))))
-        if inplace:
-            X *= cdf
-            return X
-        return X * cdf
+        (X_,), shape, dtype = self._ew("gelu", [("X", X)])
+        out = self._into("gelu", "X", X, shape, dtype) if inplace else None
+        cdf = 0.5 * (1.0 + self.erf(X_ * (1.0 / math.sqrt(2.0))))
+        return self._scaled(out, X_, cdf)
 
     def backprop_gelu(self, dY: FloatsXdT, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
         """d gelu / dX = Phi(X) + X * phi(X)."""
-        check_array("backprop_gelu", "dY", dY, kind="f")
-        check_array("backprop_gelu", "X", X, kind="f")
-        check_same_shape("backprop_gelu", "dY", dY, "X", X)
-        xp = self.xp
-        cdf = 0.5 * (1.0 + self.erf(X * (1.0 / math.sqrt(2.0))))
-        pdf = xp.exp(-0.5 * X * X) * (1.0 / math.sqrt(2.0 * math.pi))
-        grad = cdf + X * pdf
-        if inplace:
-            dY *= grad
-            return dY
-        return dY * grad
+        (dY_, X_), shape, dtype = self._ew("backprop_gelu", [("dY", dY), ("X", X)])
+        out = self._into("backprop_gelu", "dY", dY, shape, dtype) if inplace else None
+        cdf = 0.5 * (1.0 + self.erf(X_ * (1.0 / math.sqrt(2.0))))
+        pdf = self.xp.exp(-0.5 * X_ * X_) * (1.0 / math.sqrt(2.0 * math.pi))
+        return self._scaled(out, dY_, cdf + X_ * pdf)
 
     _GELU_C = math.sqrt(2.0 / math.pi)
 
     def gelu_approx(self, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
         """tanh-approximated GELU: 0.5 X (1 + tanh(sqrt(2/pi) (X + 0.044715 X**3)))."""
-        check_array("gelu_approx", "X", X, kind="f")
-        xp = self.xp
-        gate = 0.5 * (1.0 + xp.tanh(self._GELU_C * (X + 0.044715 * X * X * X)))
-        if inplace:
-            X *= gate
-            return X
-        return X * gate
+        refuse_int_truncation("gelu_approx", "X", X, "cast the result back to X's integer dtype")
+        (X_,), shape, dtype = self._ew("gelu_approx", [("X", X)])
+        out = self._into("gelu_approx", "X", X, shape, dtype) if inplace else None
+        gate = 0.5 * (1.0 + self.xp.tanh(self._GELU_C * (X_ + 0.044715 * X_ * X_ * X_)))
+        return self._scaled(out, X_, gate)
 
     def backprop_gelu_approx(self, dY: FloatsXdT, X: FloatsXdT, inplace: bool = False) -> FloatsXdT:
-        check_array("backprop_gelu_approx", "dY", dY, kind="f")
-        check_array("backprop_gelu_approx", "X", X, kind="f")
-        check_same_shape("backprop_gelu_approx", "dY", dY, "X", X)
+        """The derivative of gelu_approx times dY.
+
+        NOTE: Thinc builds this gradient in a float32 array whatever X's dtype, so dX has the
+        dtype of dY times float32 (float64 only for float64 or integer dY).
+        """
+        fn = "backprop_gelu_approx"
+        out_dtype = numpy.result_type(operand(fn, "dY", dY, self.xp).dtype, numpy.float32)
+        (dY_, X_), shape, dtype = self._ew(fn, [("dY", dY), ("X", X)])
+        out = self._into(fn, "dY", dY, shape, out_dtype) if inplace else None
         xp = self.xp
-        t = xp.tanh(self._GELU_C * (X + 0.044715 * X * X * X))
-        grad = 0.5 * (1.0 + t) + 0.5 * X * (1.0 - t * t) * self._GELU_C * (1.0 + 3 * 0.044715 * X * X)
-        if inplace:
-            dY *= grad
-            return dY
-        return dY * grad
+        t = xp.tanh(self._GELU_C * (X_ + 0.044715 * X_ * X_ * X_))
+        grad = 0.5 * (1.0 + t) + 0.5 * X_ * (1.0 - t * t) * self._GELU_C * (1.0 + 3 * 0.044715 * X_ * X_)
+        if out is not None:
+            out *= grad
+            return out
+        return (dY_ * grad).astype(out_dtype, copy=False)
 
     # ------------------------------------------------------------------ ragged reductions
 

@@ -461,14 +461,15 @@ def test_sigmoid_derivatives_bit_identical_to_reference(ref_ops, dtype, shape):
     assert_same(ops.dsigmoid(Y), ref_ops.dsigmoid(Y))
     assert_same(ops.backprop_sigmoid(dY, Y), ref_ops.backprop_sigmoid(dY, Y))
     assert_same(ops.dtanh(T), ref_ops.dtanh(T))
-    # inplace variants write into their first argument
-    for method, args, ref_args in (
-        ("dsigmoid", (Y.copy(),), (Y.copy(),)),
-        ("backprop_sigmoid", (dY.copy(), Y), (dY.copy(), Y)),
-        ("dtanh", (T.copy(),), (T.copy(),)),
+    # inplace variants write into their first argument, except backprop_sigmoid, which
+    # writes into Y (its second), as Thinc's does
+    for method, args, ref_args, target in (
+        ("dsigmoid", (Y.copy(),), (Y.copy(),), 0),
+        ("backprop_sigmoid", (dY.copy(), Y.copy()), (dY.copy(), Y.copy()), 1),
+        ("dtanh", (T.copy(),), (T.copy(),), 0),
     ):
         out = getattr(ops, method)(*args, inplace=True)
-        assert out is args[0]
+        assert out is args[target]
         assert_same(out, getattr(ref_ops, method)(*ref_args, inplace=True))
 
 
@@ -493,5 +494,7 @@ def test_activations_leave_inputs_alone_and_fall_back():
         ops.dsigmoid(readonly, inplace=True)
     with pytest.raises(ValueError):
         ops.backprop_sigmoid(X[:2], X)
+    # Lists are converted (Thinc's sigmoid takes them too); None is refused.
+    assert_same(ops.sigmoid([1.0, 2.0]), ref.sigmoid(numpy.asarray([1.0, 2.0])))
     with pytest.raises(TypeError):
-        ops.sigmoid([1.0, 2.0])
+        ops.sigmoid(None)

@@ -40,7 +40,7 @@ def test_backprop_log_softmax_matches_finite_differences(ops, axis):
 
 
 def test_bad_input_is_refused(ops):
-    with pytest.raises((TypeError, ValueError), match="log_softmax"):
-        ops.log_softmax(np.ones((2, 3), dtype="int32"))
+    with pytest.raises(TypeError, match="log_softmax"):
+        ops.log_softmax(np.array([["a", "b"]]))
     with pytest.raises(ValueError, match="backprop_log_softmax"):
         ops.backprop_log_softmax(np.zeros((2, 3)), np.zeros((3, 2)))

@@ -679,25 +679,30 @@ cdef void _run(int op, int dt, void* Y, const void* A, const void* B, const void
 
 
 def elementwise(int op, A, B=None, C=None, bint inplace=False, double p0=0.0, double p1=0.0,
-                double p2=0.0, double p3=0.0, double p4=0.0, double p5=0.0):
-    """Y = op(A[, B[, C]]) elementwise, Y of A's shape and dtype (A itself with inplace).
+                double p2=0.0, double p3=0.0, double p4=0.0, double p5=0.0, bint into_b=False):
+    """Y = op(A[, B[, C]]) elementwise, Y of A's shape and dtype (A itself with inplace, or B
+    with inplace and into_b: Thinc's backprop_sigmoid writes into its second argument).
 
     Returns None, computing nothing, unless every array given is a C-contiguous float32 or
-    float64 numpy array of rank >= 1, all of one dtype and shape, and (with inplace) A is
-    writeable and shares no memory with B or C other than being the very same buffer.
+    float64 numpy array of rank >= 1, all of one dtype and shape, and (with inplace) the array
+    written is writeable and shares no memory with the others other than being the very same
+    buffer.
     """
     if op < 0 or op >= PLAIT_ACT_N_OPS:
         raise ValueError(f"act.elementwise: unknown op code {op}.")
     cdef int dt = _kind(A)
-    if dt == 0:
+    if dt == 0 or (into_b and B is None):
         return None
     for other in (B, C):
         if other is not None:
             if _kind(other) != dt or not _same_shape(A, other):
                 return None
-            if inplace and _partly_overlap(A, other):
+    W = B if (inplace and into_b) else A
+    if inplace:
+        for other in (A, B, C):
+            if other is not None and other is not W and _partly_overlap(W, other):
                 return None
-    Y = _output(A, inplace)
+    Y = _output(W, inplace)
     if Y is None:
         return None
     cdef double p[6]
