@@ -8,6 +8,7 @@ raises its error, so both backends accept and reject exactly the same calls.
 from typing import Optional, Tuple
 
 from ..types import Floats2d, Floats3d, Ints1d, Ints2d
+from ._checks import cumsum_dtype
 
 try:
     from ._kernels_cpu import maxout as _maxout
@@ -59,7 +60,9 @@ class SeqKernels:
 
         def reduce_first(self, X: Floats2d, lengths: Ints1d) -> Tuple[Floats2d, Ints1d]:
             out = _seq.reduce_first(X, lengths)
-            return super().reduce_first(X, lengths) if out is None else out
+            if out is None or not out[1].shape[0]:  # no sequences: offsets of the lengths' dtype
+                return super().reduce_first(X, lengths)
+            return out
 
         def backprop_reduce_first(self, d_firsts: Floats2d, starts_ends: Ints1d) -> Floats2d:
             dX = _seq.backprop_reduce_first(d_firsts, starts_ends)
@@ -67,7 +70,10 @@ class SeqKernels:
 
         def reduce_last(self, X: Floats2d, lengths: Ints1d) -> Tuple[Floats2d, Ints1d]:
             out = _seq.reduce_last(X, lengths)
-            return super().reduce_last(X, lengths) if out is None else out
+            if out is None or not out[1].shape[0]:
+                return super().reduce_last(X, lengths)
+            # The indices in the dtype of the lengths' cumulative sum, as the reference's.
+            return out[0], out[1].astype(cumsum_dtype(lengths.dtype))
 
         def backprop_reduce_last(self, d_lasts: Floats2d, lasts: Ints1d) -> Floats2d:
             dX = _seq.backprop_reduce_last(d_lasts, lasts)

@@ -58,6 +58,15 @@ from ._checks import (
 )
 
 
+_SUM_DTYPES = (numpy.dtype("float32"), numpy.dtype("float64"))
+
+
+def _window_dtype(dtype: Any) -> Any:
+    """seq2col's output dtype: float64 stays, everything else gives float32, as in Thinc
+    (whose compiled seq2col takes float32/float64 and whose reference allocates float32)."""
+    return dtype if dtype == numpy.float64 else numpy.dtype("float32")
+
+
 def _canonical_dtype(fn: str, dtype: Any) -> Any:
     return None if dtype is None else numpy.dtype(dtype)
 
@@ -203,7 +212,7 @@ class Ops(ConvOps):
         starts, ends = self._window_bounds("seq2col", seq.shape[0], nW, lengths)
         xp = self.xp
         nM, nF = seq.shape
-        out = xp.zeros((nM, (2 * nW + 1), nF), dtype=seq.dtype)
+        out = xp.zeros((nM, (2 * nW + 1), nF), dtype=_window_dtype(seq.dtype))
         rows = xp.arange(nM)
         for k, offset in enumerate(range(-nW, nW + 1)):
             src = rows + offset
@@ -230,7 +239,7 @@ class Ops(ConvOps):
         xp = self.xp
         nF = dY.shape[1] // width
         dY3 = dY.reshape((nM, width, nF))
-        dX = xp.zeros((nM, nF), dtype=dY.dtype)
+        dX = xp.zeros((nM, nF), dtype=_window_dtype(dY.dtype))
         rows = xp.arange(nM)
         for k, offset in enumerate(range(-nW, nW + 1)):
             src = rows + offset
@@ -260,48 +269,96 @@ class Ops(ConvOps):
         trans1: bool = False,
         trans2: bool = False,
     ) -> Floats2d:
-        """Matrix product x @ y (each optionally transposed), written into `out` if given."""
-        check_array("gemm", "x", x, ndim=2, kind="f")
-        check_array("gemm", "y", y, ndim=2, kind="f")
+        """Matrix product x @ y (each optionally transposed), written into `out` if given.
+
+        (M, K), (K, N) -> (M, N). As in Thinc's reference, other operands get numpy.dot's
+        meaning (a 1-d x or y is a vector, a scalar scales), and any real dtype is taken.
+        """
+        xp = self.xp
+        x = operand("gemm", "x", x, xp)
+        y = operand("gemm", "y", y, xp)
         A = x.T if trans1 else x
         B = y.T if trans2 else y
-        if A.shape[1] != B.shape[0]:
+        if A.ndim == 2 and B.ndim == 2:
+            if A.shape[1] != B.shape[0]:
+                raise ValueError(
+                    f"Ops.gemm: inner dimensions differ: x{'.T' if trans1 else ''} has shape {A.shape} "
+                    f"and y{'.T' if trans2 else ''} has shape {B.shape}."
+                )
+            if out is None:
+                return xp.matmul(A, B)
+            check_array("gemm", "out", out, ndim=2, kind="r")
+            if tuple(out.shape) != (A.shape[0], B.shape[1]):
+                raise ValueError(
+                    f"Ops.gemm: 'out' must have shape {(A.shape[0], B.shape[1])}, got {tuple(out.shape)}."
+                )
+            xp.matmul(A, B, out=out)
+            return out
+        try:
+            if out is None:
+                return xp.dot(A, B)
+            check_array("gemm", "out", out)
+            xp.dot(A, B, out=out)
+            return out
+        except ValueError as err:
             raise ValueError(
-                f"Ops.gemm: inner dimensions differ: x{'.T' if trans1 else ''} has shape {A.shape} "
-                f"and y{'.T' if trans2 else ''} has shape {B.shape}."
-            )
-        if out is None:
-            return self.xp.matmul(A, B)
-        check_array("gemm", "out", out, ndim=2, kind="f")
-        if tuple(out.shape) != (A.shape[0], B.shape[1]):
-            raise ValueError(
-                f"Ops.gemm: 'out' must have shape {(A.shape[0], B.shape[1])}, got {tuple(out.shape)}."
-            )
-        self.xp.matmul(A, B, out=out)
-        return out
+                f"Ops.gemm: cannot multiply x{'.T' if trans1 else ''} ({describe(A)}) by "
+                f"y{'.T' if trans2 else ''} ({describe(B)}){'' if out is None else f' into out ({describe(out)})'}: {err}."
+            ) from None
 
     def tile(self, X: Floats2d, reps: int) -> Floats2d:
         """X repeated `reps` times (numpy.tile semantics)."""
-        check_array("tile", "X", X)
+        X = operand("tile", "X", X, self.xp)
         reps_tuple = reps if isinstance(reps, (tuple, list)) else (reps,)
         if any(int(r) < 0 for r in reps_tuple):
             raise ValueError(f"Ops.tile: 'reps' must be >= 0, got {reps!r}.")
         return self.xp.tile(X, reps)
 
     def affine(self, X: Floats2d, W: Floats2d, b: Floats1d) -> Floats2d:
-        """Y = X @ W.T + b.  (nB, nI), (nO, nI), (nO,) -> (nB, nO)"""
-        check_array("affine", "X", X, ndim=2, kind="f")
-        check_array("affine", "W", W, ndim=2, kind="f")
-        check_array("affine", "b", b, ndim=1)
-        if X.shape[1] != W.shape[1]:
+        """Y = X @ W.T + b.  (nB, nI), (nO, nI), (nO,) -> (nB, nO)
+
+        As in Thinc, b is added as numpy broadcasts it (a (1, nO) row works) and the
+        product follows gemm (a 1-d X is one row, without the batch axis).
+        """
+        xp = self.xp
+        if (
+            isinstance(X, xp.ndarray)
+            and isinstance(W, xp.ndarray)
+            and isinstance(b, xp.ndarray)
+            and X.ndim == 2
+            and W.ndim == 2
+            and b.ndim == 1
+            and X.shape[1] == W.shape[1]
+            and b.shape[0] == W.shape[0]
+            and X.dtype.kind == "f"
+            and b.dtype.kind == "f"
+        ):
+            # The common call: nothing to convert, and the float product holds b.
+            Y = self.gemm(X, W, trans2=True)
+            Y += b
+            return Y
+        X = operand("affine", "X", X, xp)
+        W = operand("affine", "W", W, xp)
+        b = operand("affine", "b", b, xp)
+        if X.ndim == 2 and W.ndim == 2 and X.shape[1] != W.shape[1]:
             raise ValueError(
                 f"Ops.affine: 'X' has {X.shape[1]} columns (shape {tuple(X.shape)}) but 'W' expects "
                 f"nI={W.shape[1]} (shape {tuple(W.shape)}, which is (nO, nI))."
             )
         Y = self.gemm(X, W, trans2=True)
-        if b.shape[0] != Y.shape[1]:
+        try:
+            shape = broadcast_shape("affine", [("X @ W.T", Y), ("b", b)])
+        except ValueError:
+            shape = None
+        if shape != tuple(Y.shape):
             raise ValueError(
-                f"Ops.affine: 'b' must have shape ({Y.shape[1]},) to match W {tuple(W.shape)}, got {tuple(b.shape)}."
+                f"Ops.affine: 'b' must have shape ({Y.shape[-1] if Y.ndim else ''},) to match W "
+                f"{tuple(W.shape)}, or broadcast to X @ W.T {tuple(Y.shape)}; got {tuple(b.shape)}."
+            )
+        if not numpy.can_cast(numpy.result_type(Y, b), Y.dtype, "same_kind"):
+            raise TypeError(
+                f"Ops.affine: cannot add 'b' ({describe(b)}) to the integer product X @ W.T "
+                f"({describe(Y)}) without truncating it. Pass float arrays: b.astype('float32')."
             )
         Y += b
         return Y
@@ -345,6 +402,7 @@ class Ops(ConvOps):
         NOTE: as in Thinc, the pieces are cut at the running sums of the lengths: rows after
         the last piece are dropped, and lengths that run past X give shorter (or empty) pieces.
         """
+        X = self.asarray(X) if not is_array(X) else X
         check_array("unflatten", "X", X, min_ndim=1)
         lens = self.to_numpy(self.asarray(lengths))
         check_array("unflatten", "lengths", lens, ndim=1, kind="i")
@@ -644,15 +702,20 @@ class Ops(ConvOps):
         return self._asarray_nd("asarray4i", data, 4, dtype)
 
     def _asarray_nd(self, fn: str, data: Any, ndim: int, dtype: Optional[DTypes]) -> Any:
-        array = self.asarray(data, dtype=dtype)
-        # Empty Python lists carry no shape; let them through so `asarray1i([])` works.
-        if array.ndim != ndim and not (array.size == 0 and array.ndim == 1):
-            raise ValueError(f"Ops.{fn}: expected {ndim}-dimensional data, got {describe(array)}.")
-        return array
+        # NOTE: the number of dimensions in the name is a type hint, as in Thinc: data of
+        # another rank is returned as it is (Thinc's own code passes 1-d data to asarray2f).
+        return self.asarray(data, dtype=dtype)
 
     def as_contig(self, data: ArrayT, dtype: Optional[DTypes] = None) -> ArrayT:
         """A C-contiguous version of `data` (the same object when it already is one of that dtype)."""
-        if data.flags["C_CONTIGUOUS"] and (dtype is None or numpy.dtype(dtype) == data.dtype):
+        try:
+            contiguous = data.flags["C_CONTIGUOUS"]
+        except AttributeError:
+            raise TypeError(
+                f"Ops.as_contig: argument 'data' must be an array, got {describe(data)}. "
+                f"Convert it first with ops.asarray(...)."
+            ) from None
+        if contiguous and (dtype is None or numpy.dtype(dtype) == data.dtype):
             return data
         return self.xp.ascontiguousarray(data, dtype=dtype)
 
@@ -1304,7 +1367,7 @@ class Ops(ConvOps):
 
     def _covered_rows(self, fn: str, X: Floats2d, lengths: Ints1d, allow_zero: bool) -> Tuple[Any, Tuple[int, ...]]:
         """The rows of X that `lengths` covers (a leading slice), and the lengths as ints."""
-        check_array(fn, "X", X, ndim=2, kind="f")
+        check_array(fn, "X", X, ndim=2, kind="r")
         values = check_lengths(
             fn, lengths, X.shape[0], allow_zero=allow_zero, exact=False, mismatch=IndexError
         )
@@ -1321,7 +1384,7 @@ class Ops(ConvOps):
         return dY if dY.shape[0] == len(values) else dY[: len(values)]
 
     def _first_or_last_lengths(self, fn: str, X: Floats2d, lengths: Ints1d) -> Tuple[int, ...]:
-        check_array(fn, "X", X, ndim=2, kind="f")
+        check_array(fn, "X", X, ndim=2, kind="r")
         check_array(fn, "lengths", lengths, ndim=1, kind="i")
         if lengths.shape[0] == 0:
             # Thinc answers no sequences with no rows, whatever X holds.
@@ -1332,13 +1395,14 @@ class Ops(ConvOps):
         """The first row of each sequence, and the sequences' start/end offsets (len(lengths) + 1; none for no sequences)."""
         values = self._first_or_last_lengths("reduce_first", X, lengths)
         if not values:
-            return self.alloc2f(0, X.shape[1], dtype=X.dtype), self.alloc1i(0)
+            # As in Thinc, no sequences give no offsets, in the dtype of the lengths.
+            return self.alloc2f(0, X.shape[1], dtype=X.dtype), self.alloc1i(0, dtype=lengths.dtype)
         starts_ends = self.asarray1i(numpy.concatenate([[0], numpy.cumsum(values, dtype="int64")]))
         return X[starts_ends[:-1]], starts_ends
 
     def backprop_reduce_first(self, d_firsts: Floats2d, starts_ends: Ints1d) -> Floats2d:
         """(nS, nO) and nS + 1 offsets -> (starts_ends[-1], nO); a single row of d_firsts is broadcast, as numpy (and Thinc) do."""
-        check_array("backprop_reduce_first", "d_firsts", d_firsts, ndim=2, kind="f")
+        check_array("backprop_reduce_first", "d_firsts", d_firsts, ndim=2, kind="r")
         check_array("backprop_reduce_first", "starts_ends", starts_ends, ndim=1, kind="i")
         n_starts = max(starts_ends.shape[0] - 1, 0)
         if d_firsts.shape[0] != n_starts and not (d_firsts.shape[0] == 1 and n_starts):
@@ -1352,16 +1416,20 @@ class Ops(ConvOps):
         return dX
 
     def reduce_last(self, X: Floats2d, lengths: Ints1d) -> Tuple[Floats2d, Ints1d]:
-        """The last row of each sequence, and those rows' indices."""
+        """The last row of each sequence, and those rows' indices.
+
+        The indices have the dtype of the cumulative sum of the lengths (int64 for int32
+        lengths), as Thinc computes them.
+        """
         values = self._first_or_last_lengths("reduce_last", X, lengths)
         if not values:
-            return self.alloc2f(0, X.shape[1], dtype=X.dtype), self.alloc1i(0)
-        lasts = self.asarray1i(numpy.cumsum(values, dtype="int64") - 1)
+            return self.alloc2f(0, X.shape[1], dtype=X.dtype), self.alloc1i(0, dtype=lengths.dtype)
+        lasts = self.xp.asarray(numpy.cumsum(values, dtype="int64") - 1, dtype=cumsum_dtype(lengths.dtype))
         return X[lasts], lasts
 
     def backprop_reduce_last(self, d_lasts: Floats2d, lasts: Ints1d) -> Floats2d:
         """(nS, nO) and nS row indices -> (lasts[-1] + 1, nO); a single row of d_lasts is broadcast, as numpy (and Thinc) do."""
-        check_array("backprop_reduce_last", "d_lasts", d_lasts, ndim=2, kind="f")
+        check_array("backprop_reduce_last", "d_lasts", d_lasts, ndim=2, kind="r")
         check_array("backprop_reduce_last", "lasts", lasts, ndim=1, kind="i")
         if lasts.shape[0] != d_lasts.shape[0] and not (d_lasts.shape[0] == 1 and lasts.shape[0]):
             raise ValueError(
@@ -1377,7 +1445,10 @@ class Ops(ConvOps):
         """Sum of each sequence's rows; empty sequences give zeros.  (nN, nO) -> (len(lengths), nO)"""
         X, values = self._covered_rows("reduce_sum", X, lengths, allow_zero=True)
         seg, _ = self._segments(values)
-        Y = self.xp.zeros((len(values), X.shape[1]), dtype=X.dtype)
+        # NOTE: float32 for dtypes other than float32/float64, as Thinc (its reference sums
+        # into float32; its compiled sums take only those two).
+        dtype = X.dtype if X.dtype in _SUM_DTYPES else numpy.float32
+        Y = self.xp.zeros((len(values), X.shape[1]), dtype=dtype)
         self.xp.add.at(Y, seg, X)
         return Y
 
@@ -1385,7 +1456,7 @@ class Ops(ConvOps):
         """Mean of each sequence's rows; empty sequences give zeros."""
         X, values = self._covered_rows("reduce_mean", X, lengths, allow_zero=True)
         Y = self.reduce_sum(X, lengths)
-        Y /= self.xp.asarray(numpy.maximum(numpy.asarray(values, dtype=X.dtype), 1))[:, None]
+        Y /= self.xp.asarray(numpy.maximum(numpy.asarray(values, dtype=Y.dtype), 1))[:, None]
         return Y
 
     def reduce_max(self, X: Floats2d, lengths: Ints1d) -> Tuple[Floats2d, Ints2d]:
@@ -1397,7 +1468,9 @@ class Ops(ConvOps):
             return self.alloc2f(0, nO, dtype=X.dtype), self.alloc2i(0, nO)
         seg, starts = self._segments(values)
         pos = xp.arange(X.shape[0], dtype="int64") - starts[seg]
-        padded = xp.full((nB, max(values), nO), -xp.inf, dtype=X.dtype)
+        # Padding loses every comparison (and every tie: argmax keeps the first).
+        lowest = -numpy.inf if X.dtype.kind == "f" else (False if X.dtype.kind == "b" else numpy.iinfo(X.dtype).min)
+        padded = xp.full((nB, max(values), nO), lowest, dtype=X.dtype)
         padded[seg, pos] = X
         which = padded.argmax(axis=1)
         maxes = xp.take_along_axis(padded, which[:, None, :], axis=1)[:, 0, :]
@@ -1405,13 +1478,14 @@ class Ops(ConvOps):
 
     def backprop_reduce_sum(self, d_sums: Floats2d, lengths: Ints1d) -> Floats2d:
         """Copy each sequence's gradient to all its rows."""
-        check_array("backprop_reduce_sum", "d_sums", d_sums, ndim=2, kind="f")
+        check_array("backprop_reduce_sum", "d_sums", d_sums, ndim=2, kind="r")
         values = check_lengths("backprop_reduce_sum", lengths, None, allow_zero=True)
         d_sums = self._lead_rows("backprop_reduce_sum", "d_sums", d_sums, values)
         return self.xp.repeat(d_sums, self.xp.asarray(numpy.asarray(values, dtype="int64")), axis=0)
 
     def backprop_reduce_mean(self, d_means: Floats2d, lengths: Ints1d) -> Floats2d:
         """Copy each sequence's gradient, divided by its length, to all its rows."""
+        refuse_int_truncation("backprop_reduce_mean", "d_means", d_means, "divide it into an integer array")
         check_array("backprop_reduce_mean", "d_means", d_means, ndim=2, kind="f")
         values = check_lengths("backprop_reduce_mean", lengths, None, allow_zero=True)
         d_means = self._lead_rows("backprop_reduce_mean", "d_means", d_means, values)
@@ -1422,7 +1496,7 @@ class Ops(ConvOps):
     def backprop_reduce_max(self, d_maxes: Floats2d, which: Ints2d, lengths: Ints1d) -> Floats2d:
         """Route each gradient to the row that held the maximum."""
         fn = "backprop_reduce_max"
-        check_array(fn, "d_maxes", d_maxes, ndim=2, kind="f")
+        check_array(fn, "d_maxes", d_maxes, ndim=2, kind="r")
         check_array(fn, "which", which, ndim=2, kind="i")
         if which.shape[1] != d_maxes.shape[1]:
             raise ValueError(
@@ -1463,9 +1537,14 @@ class Ops(ConvOps):
         return _murmur.ops_ngrams(self, n, keys)
 
     def gather_add(self, table: Floats2d, indices: Ints2d) -> Floats2d:
-        """Sum the rows of `table` picked by each row of `indices`.  (T, O), (B, K) -> (B, O)"""
-        check_array("gather_add", "table", table, ndim=2, kind="f")
-        check_array("gather_add", "indices", indices, ndim=2, kind="i")
+        """Sum the rows of `table` picked by each row of `indices`.  (T, O), (B, K) -> (B, O)
+
+        As in Thinc, any real table (integers sum as numpy sums them) and array-like indices.
+        """
+        table = operand("gather_add", "table", table, self.xp)
+        indices = operand("gather_add", "indices", indices, self.xp)
+        check_array("gather_add", "table", table, min_ndim=1)
+        check_array("gather_add", "indices", indices, min_ndim=1, kind="i")
         if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= table.shape[0]):
             raise IndexError(
                 f"Ops.gather_add: 'indices' must lie in 0..{table.shape[0] - 1} (rows of 'table' "
@@ -1474,10 +1553,29 @@ class Ops(ConvOps):
         return table[indices].sum(axis=1)
 
     def scatter_add(self, table: FloatsXd, indices: IntsXd, values: FloatsXd) -> FloatsXd:
-        """Add `values` into `table` at `indices` (repeated indices accumulate); returns `table`."""
-        check_array("scatter_add", "table", table, kind="f")
+        """Add `values` into `table` at `indices` (repeated indices accumulate); returns `table`.
+
+        As in Thinc (numpy's add.at): any real dtypes, array-like indices and values.
+        """
+        check_array("scatter_add", "table", table, min_ndim=1, kind="r")
+        indices = operand("scatter_add", "indices", indices, self.xp)
+        values = operand("scatter_add", "values", values, self.xp)
         check_array("scatter_add", "indices", indices, kind="i")
-        check_array("scatter_add", "values", values, kind="f")
+        rows = tuple(indices.shape) + tuple(table.shape[1:])
+        try:
+            fits = tuple(numpy.broadcast_shapes(tuple(values.shape), rows)) == rows
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(
+                f"Ops.scatter_add: 'values' ({describe(values)}) must have the shape of the rows it "
+                f"adds to, indices.shape + table.shape[1:] = {rows}, or broadcast to it."
+            )
+        if not numpy.can_cast(numpy.result_type(table.dtype, values.dtype), table.dtype, "same_kind"):
+            raise TypeError(
+                f"Ops.scatter_add: cannot add 'values' ({describe(values)}) into 'table' "
+                f"({describe(table)}) without truncating them. Pass a float table."
+            )
         if indices.size and (int(indices.min()) < -table.shape[0] or int(indices.max()) >= table.shape[0]):
             raise IndexError(
                 f"Ops.scatter_add: 'indices' must lie in 0..{table.shape[0] - 1} (rows of 'table' "
@@ -1508,8 +1606,11 @@ class Ops(ConvOps):
         plait backend leaves the same state behind. `keep_gradient=True` (a plait addition) leaves it
         as it was, for callers such as Chainer's optimizers whose gradients outlive the update.
         """
+        # The gradient may hold any real numbers (Thinc's reference takes them); weights and
+        # moments are updated in place, so they must hold floats.
+        check_array("adam", "weights", weights, kind="f")
         for name, arr in (("gradient", gradient), ("mom1", mom1), ("mom2", mom2)):
-            check_array("adam", name, arr, kind="f")
+            check_array("adam", name, arr, kind="r" if name == "gradient" else "f")
             check_same_shape("adam", "weights", weights, name, arr)
         mom1 *= beta1
         mom1 += (1.0 - beta1) * gradient
@@ -1579,14 +1680,23 @@ class Ops(ConvOps):
         return gradient
 
     def update_averages(self, ema: FloatsT, weights: FloatsT, t: int, max_decay: float = 0.9999) -> None:
-        """Move the exponential moving average `ema` towards `weights` (in place), warming up with t."""
-        check_same_shape("update_averages", "ema", ema, "weights", weights)
+        """Move the exponential moving average `ema` towards `weights` (in place), warming up with t.
+
+        `weights` may be anything that broadcasts to `ema` (an array-like too). NOTE: `ema` must
+        be a float array, since it is updated in place; Thinc silently does nothing for a list.
+        """
+        fn = "update_averages"
+        check_array(fn, "ema", ema, kind="r")
+        weights = operand(fn, "weights", weights, self.xp)
+        shape = broadcast_shape(fn, [("ema", ema), ("weights", weights)])
+        self._into(fn, "ema", ema, shape, float_dtype(ema.dtype, weights.dtype))
         decay = min((1.0 + t) / (10.0 + t), max_decay)
         ema -= (1.0 - decay) * (ema - weights)
 
     def logloss(self, y_true: FloatsT, y_pred: FloatsT) -> float:
         """Elementwise binary cross-entropy -(y log p + (1 - y) log(1 - p)), with 1e-8 guards."""
         xp = self.xp
+        (y_true, y_pred), _, _ = self._ew("logloss", [("y_true", y_true), ("y_pred", y_pred)])
         log_p = xp.log(y_pred + 1e-8)
         log_not_p = xp.log((1.0 - y_pred) + 1e-8)
         return -(y_true * log_p + (1.0 - y_true) * log_not_p)

@@ -1,5 +1,10 @@
 """The odd inputs that Thinc 8.3 accepts, accepted here too, with Thinc's answers and error types.
 
+Its ops are numpy formulas, so they take integers (promoted to float64 where the op makes
+floats), operands that broadcast (a (1, nO) bias, a (1, n) Y), 1-d operands in gemm and data of
+any rank in the asarray helpers, and ignore softmax_sequences' axis. test_thinc_probe.py checks
+all of Thinc's Ops methods this way against the real thinc.
+
 Thinc's ragged reductions read the first sum(lengths) rows and ignore the rest, its backprops
 take one length per leading gradient row, and it raises IndexError (not ValueError) for lengths
 or indices that run past an array. Its own tests match some of its messages, so those phrases
@@ -205,6 +210,142 @@ def test_alloc_takes_any_dtype_as_thinc(ops):
 def test_pad_round_to_message_has_thincs_words(ops):
     with pytest.raises(ValueError, match="Rounding for padding must at least be 1"):
         ops.pad([ops.asarray(_f(2, 2))], round_to=0)
+
+
+# --- integers, broadcasting, other ranks: numpy's rules, as in Thinc's formulas -----------------
+
+FLOAT_ACTIVATIONS = [
+    "sigmoid", "swish", "gelu", "dish", "hard_swish", "hard_swish_mobilenet", "hard_sigmoid",
+    "hard_tanh", "relu_k", "clipped_linear", "mish", "sechsq", "softmax",
+]
+
+
+@pytest.mark.parametrize("name", FLOAT_ACTIVATIONS)
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_activations_of_integers_compute_in_float64(ops, name, dtype):
+    X = _i([[-3, -1, 0], [1, 2, 25]], dtype)
+    got = getattr(ops, name)(ops.asarray(X))
+    assert got.dtype == numpy.float64 and got.shape == X.shape
+    want = getattr(ops, name)(ops.asarray(X.astype("float64")))
+    numpy.testing.assert_allclose(_np(ops, got), _np(ops, want), rtol=1e-12)
+    numpy.testing.assert_array_equal(X, _i([[-3, -1, 0], [1, 2, 25]], dtype))
+
+
+@pytest.mark.parametrize("name", [n for n in FLOAT_ACTIVATIONS if n not in ("softmax", "sechsq")] + ["gelu_approx", "dtanh"])
+def test_activations_cannot_write_floats_into_integers(ops, name):
+    # Thinc raises here too (numpy's same-kind casting), except in mish and gelu_approx, where
+    # it truncates the results silently.
+    X = ops.asarray(_i([[-3, -1, 0], [1, 2, 25]]))
+    with pytest.raises(TypeError, match="int32"):
+        getattr(ops, name)(X, inplace=True)
+    numpy.testing.assert_array_equal(_np(ops, X), [[-3, -1, 0], [1, 2, 25]])
+
+
+def test_ops_exact_on_integers_keep_them(ops):
+    X = ops.asarray(_i([[-3, -1, 0], [1, 2, 5]]))
+    for got in (ops.relu(X), ops.dtanh(X), ops.backprop_relu(X, X), ops.dsigmoid(X.copy(), inplace=True)):
+        assert got.dtype == numpy.int32
+    numpy.testing.assert_array_equal(_np(ops, ops.relu(X)), [[0, 0, 0], [1, 2, 5]])
+    numpy.testing.assert_array_equal(_np(ops, ops.dtanh(X)), [[-8, 0, 1], [0, -3, -24]])
+    Y = X.copy()
+    assert ops.relu(Y, inplace=True) is Y
+    # Out of place, dsigmoid makes floats (Y * (1.0 - Y)), as in Thinc.
+    assert ops.dsigmoid(X).dtype == numpy.float64
+
+
+def test_softmax_of_integers_in_place_is_a_new_float_array(ops):
+    # Thinc's softmax ignores inplace; plait writes in place only where that changes nothing.
+    X = ops.asarray(_i([[1, 2, 3]]))
+    Y = ops.softmax(X, inplace=True)
+    assert Y.dtype == numpy.float64 and Y is not X
+    numpy.testing.assert_array_equal(_np(ops, X), [[1, 2, 3]])
+
+
+@pytest.mark.parametrize("name", ["backprop_relu", "backprop_sigmoid", "backprop_gelu", "backprop_dish",
+                                  "backprop_hard_swish", "backprop_hard_sigmoid", "backprop_clipped_linear",
+                                  "backprop_relu_k", "backprop_gelu_approx"])
+def test_backprops_broadcast_a_row(ops, name):
+    X = _f(4, 3)
+    dY = _f(4, 3) + 0.5
+    for args in ((dY, X[:1]), (dY[:1], X), (dY, X[0]), (dY[0], X)):
+        got = getattr(ops, name)(*[ops.asarray(a) for a in args])
+        full = [numpy.broadcast_to(a, (4, 3)).copy() for a in args]
+        want = getattr(ops, name)(*[ops.asarray(a) for a in full])
+        assert got.shape == (4, 3)
+        numpy.testing.assert_allclose(_np(ops, got), _np(ops, want), rtol=1e-6)
+
+
+def test_backprop_relu_in_place_broadcasts_Y_into_dY(ops):
+    dY, Y = ops.asarray(_f(4, 3)), ops.asarray(_f(1, 3))
+    want = _f(4, 3) * (_f(1, 3) > 0)
+    assert ops.backprop_relu(dY, Y, inplace=True) is dY
+    numpy.testing.assert_array_equal(_np(ops, dY), want)
+
+
+def test_backprop_sigmoid_in_place_writes_into_Y(ops):
+    dY, Y = ops.asarray(_f(4, 3)), ops.asarray(_f(4, 3, dtype="float64") * 0.1 + 0.5)
+    want = _f(4, 3) * (_np(ops, Y) * (1 - _np(ops, Y)))
+    dX = ops.backprop_sigmoid(dY, Y, inplace=True)
+    assert dX is Y
+    numpy.testing.assert_allclose(_np(ops, Y), want, rtol=1e-6)
+    numpy.testing.assert_array_equal(_np(ops, dY), _f(4, 3))
+
+
+def test_mixed_float_dtypes_widen_as_numpy(ops):
+    dY16, X32 = ops.asarray(_f(4, 3, dtype="float16")), ops.asarray(_f(4, 3))
+    assert ops.backprop_gelu(dY16, X32).dtype == numpy.float32
+    assert ops.backprop_relu(dY16, X32).dtype == numpy.float16  # Y only masks
+    assert ops.backprop_hard_sigmoid(ops.asarray(_f(4, 3)), ops.asarray(_f(4, 3, dtype="float64"))).dtype == numpy.float64
+    # In place the gradient keeps dY's dtype.
+    dY = ops.asarray(_f(4, 3))
+    assert ops.backprop_gelu(dY, ops.asarray(_f(4, 3, dtype="float64")), inplace=True) is dY
+
+
+def test_affine_takes_a_bias_row(ops):
+    X, W, b = _f(4, 3), _f(2, 3) + 1, _f(2) + 2
+    want = X @ W.T + b
+    for bias in (b[None, :], b):
+        got = ops.affine(ops.asarray(X), ops.asarray(W), ops.asarray(bias))
+        numpy.testing.assert_allclose(_np(ops, got), want, rtol=1e-6)
+        assert got.shape == (4, 2)
+
+
+def test_gemm_takes_vectors_as_numpy_dot(ops):
+    x, y = _f(3), _f(3, 2) + 1
+    numpy.testing.assert_allclose(_np(ops, ops.gemm(ops.asarray(x), ops.asarray(y))), x @ y, rtol=1e-6)
+    numpy.testing.assert_allclose(_np(ops, ops.gemm(ops.asarray(y), ops.asarray(x[:2]))), y @ x[:2], rtol=1e-6)
+    numpy.testing.assert_allclose(_np(ops, ops.gemm(ops.asarray(x[None]), ops.asarray(y.T), trans2=True)), x[None] @ y, rtol=1e-6)
+    with pytest.raises(ValueError, match="gemm"):
+        ops.gemm(ops.asarray(_f(4)), ops.asarray(y))
+    got = ops.gemm(ops.asarray(_i([[1, 2]])), ops.asarray(_i([[3], [4]])))
+    assert got.dtype == numpy.int32 and _np(ops, got).tolist() == [[11]]
+
+
+@pytest.mark.parametrize("name, data", [("asarray2f", [1.0, 2.0]), ("asarray1f", [[1.0], [2.0]]),
+                                        ("asarray3i", [1, 2]), ("asarray2i", 5), ("asarray4f", [[1.0]])])
+def test_asarray_helpers_take_any_rank_as_thinc(ops, name, data):
+    got = getattr(ops, name)(data)
+    assert got.shape == numpy.asarray(data).shape
+    assert got.dtype == (numpy.float32 if name.endswith("f") else numpy.int32)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1, 5])
+def test_softmax_sequences_ignores_axis_as_thinc(ops, axis):
+    Xs, L = ops.asarray(_f(5, 3)), ops.asarray1i([2, 3])
+    numpy.testing.assert_array_equal(
+        _np(ops, ops.softmax_sequences(Xs, L, axis=axis)), _np(ops, ops.softmax_sequences(Xs, L))
+    )
+
+
+def test_reductions_of_integers_and_float16_as_thinc(ops):
+    X = ops.asarray(_i([[1, 2], [3, 4], [5, 6]]))
+    L = ops.asarray1i([1, 2])
+    assert ops.reduce_sum(X, L).dtype == numpy.float32  # Thinc sums into float32
+    assert ops.reduce_mean(ops.asarray(_f(3, 2, dtype="float16")), L).dtype == numpy.float32
+    maxes, which = ops.reduce_max(X, L)
+    assert maxes.dtype == numpy.int32 and _np(ops, maxes).tolist() == [[1, 2], [5, 6]]
+    # reduce_last's indices are the cumulative sum's dtype (int64 for int32 lengths).
+    assert ops.reduce_last(X, L)[1].dtype == numpy.int64
 
 
 # --- the real thinc gives the same answers ----------------------------------------------------
