@@ -218,6 +218,9 @@ def _install(chosen: str, user_coretype: Optional[str]) -> None:
     except AttributeError as err:
         _state["reason"] = f"the private OpenBLAS lacks a routine ({err}); products go through numpy"
         return
+    from . import _threads
+
+    _threads.add_serial_library(_handle)
     get_corename.restype = ctypes.c_char_p
     corename = (get_corename() or b"").decode("ascii", "replace")
     # `auto` only takes what was measured to win: float32 products.

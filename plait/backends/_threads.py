@@ -6,15 +6,24 @@ A user's setting always wins: `PLAIT_NUM_THREADS`, or any of the usual variables
 each plait process claims cores through lock files (one per core, `flock`ed, so the kernel
 releases a claim when its process ends, however it ends), takes as many threads as it holds
 claims (at least one), and leaves the rest to the next plait process: two trainings started on
-one machine split it instead of each starting a thread per core and fighting over them.
+one machine split it instead of each starting a thread per core and fighting over them. Cores
+that other programs keep busy (the 1-minute load average, rounded) are not claimed either.
 
 The OpenMP thread count of the compiled kernels is fixed through `OMP_NUM_THREADS` before the
 OpenMP runtime loads (`plan_threads`, run by `plait.backends` on import); the BLAS's is applied
 through threadpoolctl when the first NumpyOps is created (`apply_blas_limit`), since numpy has
 usually loaded its BLAS long before plait.
+
+Within that count, a matrix product of fewer than SERIAL_WORK multiply-adds runs on the calling
+thread alone (`serial_blas`, around NumpyOps.gemm): waking BLAS workers for a small product costs
+more than they save, and OpenBLAS's workers then spin for about 0.1 s (2**28 cycles) waiting for
+the next one, burning a core. spaCy's parsers make thousands of such products a second; with
+numpy's OpenBLAS on 2 threads, beam training took 3.8x the CPU time of one thread and ran no
+faster (bench/spacy_train.py --threads 0).
 """
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import tempfile
@@ -73,8 +82,24 @@ def slot_dir() -> Path:
     return Path(custom) if custom else Path(tempfile.gettempdir()) / "plait-cpu-slots"
 
 
-def _claim_slots(n_cores: int) -> int:
-    """Lock as many of the n_cores slot files as are free; returns how many this process holds."""
+def _idle_cores(n_cores: int) -> int:
+    """How many of this process's n_cores the rest of the machine leaves idle (1-minute load).
+
+    Cores busy with other programs are not free either: a BLAS worker put on one waits for the
+    program there, and the thread waiting for that worker spins. On a 2-core machine with a load
+    of 2, numpy's OpenBLAS on 2 threads ran every product from 26M to 8.6G multiply-adds slower
+    than on one, wall clock included.
+    """
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return n_cores
+    machine = max(os.cpu_count() or n_cores, n_cores)
+    return max(0, min(n_cores, machine - int(load + 0.5)))
+
+
+def _claim_slots(n_cores: int, limit: Optional[int] = None) -> int:
+    """Lock free slot files (of n_cores, at most `limit`); returns how many this process holds."""
     try:
         import fcntl
     except ImportError:  # not POSIX: no claims, every process takes all cores
@@ -89,6 +114,8 @@ def _claim_slots(n_cores: int) -> int:
         return n_cores
     held = 0
     for k in range(n_cores):
+        if limit is not None and held >= limit:
+            break
         path = folder / f"core-{k}.lock"
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
@@ -129,8 +156,12 @@ def plan_threads() -> int:
     elif os.environ.get(CLAIM_VARIABLE, "1").strip() == "0":
         threads, source = available_cores(), "all cores (PLAIT_CLAIM_CPUS=0)"
     else:
-        held = _claim_slots(available_cores())
-        threads, source = max(1, held), f"{held} of {available_cores()} cores claimed"
+        cores = available_cores()
+        idle = _idle_cores(cores)
+        held = _claim_slots(cores, idle)
+        threads, source = max(1, held), f"{held} of {cores} cores claimed"
+        if idle < cores:
+            source += f" ({cores - idle} busy, by the load average)"
     # The kernels' OpenMP runtime follows the same count (PLAIT_NUM_THREADS=1 or
     # OPENBLAS_NUM_THREADS=1 alone must not leave it a thread per core); an OMP_NUM_THREADS
     # the user set is never touched.
@@ -167,6 +198,131 @@ def _limit_blas(n: int, only_lower: bool = False) -> None:
         if not current or max(current) <= n:
             return
     threadpool_limits(limits=n, user_api="blas")
+
+
+# Products below this many multiply-adds (about 1.3 ms on one core) run single-threaded.
+SERIAL_WORK = 64_000_000
+_OPENBLAS_AFFIXES = [(p, s) for p in ("", "scipy_") for s in ("", "64_", "_64")]
+
+
+class _OpenBLAS:
+    """One loaded OpenBLAS's own thread-count functions, called through ctypes (~0.3 us)."""
+
+    def __init__(self, dynlib) -> None:
+        self.get = self.set = None
+        for prefix, suffix in _OPENBLAS_AFFIXES:
+            get = getattr(dynlib, f"{prefix}openblas_get_num_threads{suffix}", None)
+            set_ = getattr(dynlib, f"{prefix}openblas_set_num_threads{suffix}", None)
+            if get is not None and set_ is not None:
+                get.restype = ctypes.c_int
+                get.argtypes = []
+                set_.restype = None
+                set_.argtypes = [ctypes.c_int]
+                self.get, self.set = get, set_
+                return
+
+
+# The BLAS libraries whose products plait starts: numpy's OpenBLAS (numpy.matmul) and the
+# private one of _blas.py once loaded. None until probed; [] where none can be switched.
+_serial_libs: Optional[list] = None
+
+
+def _numpy_openblas():
+    """numpy's own OpenBLAS as a ctypes library, or None (another BLAS, or not found)."""
+    import numpy
+
+    return _openblas_of(numpy)
+
+
+def _openblas_of(package):
+    """The OpenBLAS a package ships (numpy's, SciPy's), loaded already, as a ctypes library."""
+    root = os.path.realpath(os.path.dirname(package.__file__))
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:  # pragma: no cover - a dependency
+        return None
+    for lib in threadpool_info():
+        path = os.path.realpath(lib.get("filepath") or "")
+        if lib.get("internal_api") == "openblas" and (path.startswith(root + os.sep)
+                                                        or path.startswith(root + ".libs" + os.sep)):
+            try:
+                return ctypes.CDLL(path)  # already loaded: this only finds its handle
+            except OSError:
+                return None
+    return None
+
+
+def add_serial_library(dynlib) -> None:
+    """Also hold this OpenBLAS (a ctypes library) to one thread for small products."""
+    global _serial_libs
+    if _serial_libs is None:
+        _probe_serial_libs()
+    lib = _OpenBLAS(dynlib)
+    if lib.get is not None:
+        _serial_libs.append(lib)
+
+
+def _probe_serial_libs() -> None:
+    global _serial_libs
+    _serial_libs = []
+    found = _numpy_openblas()
+    if found is not None:
+        lib = _OpenBLAS(found)
+        if lib.get is not None:
+            _serial_libs.append(lib)
+
+
+def serial_guard_addresses(private=None) -> tuple:
+    """Addresses of the thread-count functions (get, set) of SciPy's OpenBLAS and of `private`.
+
+    For compiled code that makes products itself (plait.backends.cblas): it holds the BLAS to
+    one thread for a product below SERIAL_WORK, as `serial_blas` does. Zeros where unknown.
+    """
+    found = []
+    try:
+        import scipy.linalg  # noqa: F401 - SciPy's BLAS loads with it
+
+        import scipy
+        scipy_lib = _openblas_of(scipy)
+    except ImportError:
+        scipy_lib = None
+    for dynlib in (scipy_lib, private):
+        lib = _OpenBLAS(dynlib) if dynlib is not None else None
+        if lib is None or lib.get is None:
+            found += [0, 0]
+        else:
+            found += [ctypes.cast(lib.get, ctypes.c_void_p).value or 0,
+                      ctypes.cast(lib.set, ctypes.c_void_p).value or 0]
+    return tuple(found)
+
+
+def serial_blas(M: int, K: int, N: int) -> Optional[list]:
+    """Before an (M, K) @ (K, N) product: hold the BLAS to one thread if the product is small.
+
+    Returns what `end_serial_blas` restores afterwards, or None (nothing changed): plait runs
+    one thread anyway, the product is big enough for threads, or no BLAS can be switched.
+    """
+    threads = _state["threads"] if _state["planned"] else plan_threads()
+    if threads <= 1 or M * K * N >= SERIAL_WORK:
+        return None
+    if _serial_libs is None:
+        _probe_serial_libs()
+    changed = None
+    for lib in _serial_libs:
+        n = lib.get()
+        if n > 1:
+            lib.set(1)
+            if changed is None:
+                changed = []
+            changed.append((lib, n))
+    return changed
+
+
+def end_serial_blas(changed: Optional[list]) -> None:
+    """Give the BLAS libraries back the thread counts `serial_blas` took from them."""
+    if changed:
+        for lib, n in changed:
+            lib.set(n)
 
 
 def set_num_threads(n: int) -> None:

@@ -38,16 +38,48 @@ ctypedef void (*_cblas_sgemm_t)(int, int, int, int, int, int, float, const float
 cdef _cblas_sgemm_t _private_sgemm = NULL
 
 
+# A product below SERIAL_WORK multiply-adds runs on one BLAS thread (_threads.py): spaCy's
+# parsers call these routines at every step for small products, and OpenBLAS's workers would
+# cost more than they save, then spin. The thread-count functions of the BLAS behind each
+# routine are set by _follow_plait_blas while plait plans more than one thread (NULL: no cost).
+ctypedef int (*_get_threads_t)() noexcept nogil
+ctypedef void (*_set_threads_t)(int) noexcept nogil
+cdef _get_threads_t _scipy_get = NULL
+cdef _set_threads_t _scipy_set = NULL
+cdef _get_threads_t _private_get = NULL
+cdef _set_threads_t _private_set = NULL
+cdef double _serial_work = 0.0
+
+
+cdef inline int _serial_begin(_get_threads_t get, _set_threads_t set_, int M, int N, int K) noexcept nogil:
+    # The thread count to give back after the product, or 0 when nothing was changed.
+    cdef int n
+    if set_ == NULL or <double>M * <double>N * <double>K >= _serial_work:
+        return 0
+    n = get()
+    if n <= 1:
+        return 0
+    set_(1)
+    return n
+
+
 cdef void _sgemm_rowmajor(bint transA, bint transB, int M, int N, int K,
                           float alpha, const float* A, int lda, const float* B, int ldb,
                           float beta, float* C, int ldc) noexcept nogil:
     cdef _cblas_sgemm_t routine = _private_sgemm
+    cdef int restore
     if routine != NULL:
+        restore = _serial_begin(_private_get, _private_set, M, N, K)
         # CblasRowMajor = 101, CblasNoTrans = 111, CblasTrans = 112
         routine(101, 112 if transA else 111, 112 if transB else 111, M, N, K,
                 alpha, A, lda, B, ldb, beta, C, ldc)
+        if restore:
+            _private_set(restore)
     else:
+        restore = _serial_begin(_scipy_get, _scipy_set, M, N, K)
         _sgemm_fortran(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)
+        if restore:
+            _scipy_set(restore)
 
 
 cdef void _dgemm_rowmajor(bint transA, bint transB, int M, int N, int K,
@@ -55,7 +87,10 @@ cdef void _dgemm_rowmajor(bint transA, bint transB, int M, int N, int K,
                           double beta, double* C, int ldc) noexcept nogil:
     cdef char ta = b'T' if transA else b'N'
     cdef char tb = b'T' if transB else b'N'
+    cdef int restore = _serial_begin(_scipy_get, _scipy_set, M, N, K)
     f_dgemm(&tb, &ta, &N, &M, &K, &alpha, <double*>B, &ldb, <double*>A, &lda, &beta, C, &ldc)
+    if restore:
+        _scipy_set(restore)
 
 
 cdef void _saxpy(int N, float alpha, const float* X, int incX, float* Y, int incY) noexcept nogil:
@@ -80,7 +115,18 @@ def _use_private_sgemm(uintptr_t address):
     _private_sgemm = <_cblas_sgemm_t>address
 
 
-_followed = {"handle": None, "limited": False}
+def _set_serial_guard(uintptr_t scipy_get, uintptr_t scipy_set, uintptr_t private_get,
+                      uintptr_t private_set, double work):
+    """Install the thread-count functions the routines switch for small products (0: none)."""
+    global _scipy_get, _scipy_set, _private_get, _private_set, _serial_work
+    _serial_work = work
+    _scipy_get = <_get_threads_t>scipy_get
+    _scipy_set = <_set_threads_t>scipy_set if scipy_get else NULL
+    _private_get = <_get_threads_t>private_get
+    _private_set = <_set_threads_t>private_set if private_get else NULL
+
+
+_followed = {"handle": None, "limited": False, "guard": None}
 
 
 def _follow_plait_blas():
@@ -105,6 +151,11 @@ def _follow_plait_blas():
         _followed["handle"] = handle
         _use_private_sgemm(0 if handle is None else
                            ctypes.cast(handle.scipy_cblas_sgemm, ctypes.c_void_p).value)
+    guard = (_threads.plan_threads() > 1, handle)
+    if guard != _followed["guard"]:
+        _followed["guard"] = guard
+        addresses = _threads.serial_guard_addresses(handle) if guard[0] else (0, 0, 0, 0)
+        _set_serial_guard(*addresses, float(_threads.SERIAL_WORK))
 
 
 cdef class CBlas:

@@ -82,6 +82,19 @@ class NumpyOps(ActKernels, SeqKernels, GatherKernels, LstmKernels, NormKernels, 
         trans1: bool = False,
         trans2: bool = False,
     ) -> Floats2d:
+        # Small products run on this thread alone (plait/backends/_threads.py, SERIAL_WORK).
+        changed = None
+        if (_threads._state["threads"] or 1) > 1 and type(x) is numpy.ndarray and type(y) is numpy.ndarray:
+            if x.ndim == 2 and y.ndim == 2:
+                M, K = (x.shape[1], x.shape[0]) if trans1 else x.shape
+                changed = _threads.serial_blas(M, K, y.shape[0] if trans2 else y.shape[1])
+        try:
+            return self._gemm(x, y, out, trans1, trans2)
+        finally:
+            if changed is not None:
+                _threads.end_serial_blas(changed)
+
+    def _gemm(self, x: Any, y: Any, out: Any, trans1: bool, trans2: bool) -> Floats2d:
         # The kernel declines (None) whatever it does not take, including every invalid call,
         # which the reference then checks and reports.
         result = _gemm_kernel.gemm(x, y, out, trans1, trans2)

@@ -35,6 +35,38 @@ def test_cblas_gemm_matches_numpy(dtype, trans1, trans2):
     numpy.testing.assert_allclose(C, 2 * (A @ B) + 0.5, rtol=1e-5)
 
 
+def test_cblas_products_below_serial_work_run_on_one_blas_thread():
+    """The table's gemm holds its BLAS to one thread for a small product and gives the count
+    back (plait/backends/_threads.py, SERIAL_WORK); a big one keeps the BLAS's count. Observed
+    through stand-in thread-count functions installed where SciPy's OpenBLAS's go."""
+    import ctypes
+
+    from plait.backends import cblas as cblas_module
+
+    calls = []
+
+    def get():
+        calls.append("get")
+        return 4
+
+    GET = ctypes.CFUNCTYPE(ctypes.c_int)(get)
+    SET = ctypes.CFUNCTYPE(None, ctypes.c_int)(lambda n: calls.append(("set", n)))
+    address = lambda f: ctypes.cast(f, ctypes.c_void_p).value  # noqa: E731
+    table = NumpyOps().cblas()
+    cblas_module._set_serial_guard(address(GET), address(SET), 0, 0, 1000.0)
+    try:
+        small = numpy.ones((5, 6), "float64")
+        assert (table.gemm(small, small, trans2=True) == 6).all()  # 5 * 6 * 5 = 150 multiply-adds
+        assert calls == ["get", ("set", 1), ("set", 4)]
+        calls.clear()
+        big = numpy.ones((20, 20), "float64")
+        assert (table.gemm(big, big) == 20).all()  # 8000 >= 1000
+        assert calls == []
+    finally:
+        cblas_module._set_serial_guard(0, 0, 0, 0, 0.0)
+        cblas_module._followed["guard"] = None
+
+
 def test_cblas_axpy_and_errors():
     cblas = NumpyOps().cblas()
     Y = numpy.ones(4, dtype="f")

@@ -21,6 +21,8 @@ pytestmark = pytest.mark.skipif(
 REPORT = (
     "import json, os, sys, time\n"
     "os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2])\n"
+    # The machine's own load must not decide these cases: the child sees the load it is given.
+    "os.getloadavg = lambda: (float(os.environ.get('TEST_LOAD_AVERAGE', '0')), 0.0, 0.0)\n"
     "import plait.backends as b\n"
     "b.NumpyOps()\n"
     "from threadpoolctl import threadpool_info\n"
@@ -73,6 +75,20 @@ def test_a_second_process_gets_what_the_first_left_and_the_cores_return_when_it_
         first.wait()
     # The kernel dropped the killed process's locks: all cores are free again.
     assert run_report(env)["threads"] == 2
+
+
+def test_cores_other_programs_keep_busy_are_not_claimed(tmp_path):
+    machine = os.cpu_count()
+    # One core's worth of load left idle of the two: one claim, and the other core stays free.
+    report = run_report(child_env(tmp_path, TEST_LOAD_AVERAGE=str(machine - 1.2)))
+    assert report["threads"] == 1 and report["source"] == "1 of 2 cores claimed (1 busy, by the load average)"
+    assert report["omp"] == "1" and max(report["blas"]) == 1
+    # A fully loaded machine: nothing claimed, one thread all the same.
+    report = run_report(child_env(tmp_path, TEST_LOAD_AVERAGE=str(machine + 3.0)))
+    assert report["threads"] == 1 and report["source"].startswith("0 of 2 cores claimed (2 busy")
+    # A user's count still wins over the load.
+    report = run_report(child_env(tmp_path, TEST_LOAD_AVERAGE=str(machine + 3.0), PLAIT_NUM_THREADS="2"))
+    assert report["threads"] == 2 and report["source"] == "PLAIT_NUM_THREADS"
 
 
 @pytest.mark.parametrize("name", ["PLAIT_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"])
@@ -134,3 +150,41 @@ def test_a_blas_count_from_the_environment_needs_no_threadpoolctl(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "True"
+
+
+def test_small_products_run_on_one_blas_thread_and_big_ones_on_plaits_count(tmp_path):
+    """NumpyOps.gemm holds numpy's BLAS to one thread for a product below SERIAL_WORK (its
+    workers would cost more than they save, then spin) and gives the count back afterwards."""
+    code = (
+        "import json, numpy\n"
+        "from plait.backends import NumpyOps, _threads\n"
+        "ops = NumpyOps()\n"
+        "_threads._probe_serial_libs()\n"
+        "libs = _threads._serial_libs\n"
+        "if not libs:\n"
+        "    print(json.dumps(None)); raise SystemExit\n"
+        "seen, real = [], numpy.matmul\n"
+        "def spy(*args, **kwargs):\n"
+        "    seen.append(libs[0].get())\n"
+        "    return real(*args, **kwargs)\n"
+        "numpy.matmul = spy\n"
+        "small = numpy.ones((64, 64), 'float32')\n"
+        "big = numpy.ones((512, 512), 'float32')\n"
+        "assert (ops.gemm(small, small) == 64).all() and (ops.gemm(big, big, trans2=True) == 512).all()\n"
+        "print(json.dumps({'seen': seen, 'after': libs[0].get(), 'work': _threads.SERIAL_WORK}))\n"
+    )
+    import json
+
+    env = child_env(tmp_path, PLAIT_NUM_THREADS="2", PLAIT_BLAS="numpy")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)
+    if found is None:
+        pytest.skip("numpy's BLAS is not an OpenBLAS whose thread count plait can switch")
+    assert 64 ** 3 < found["work"] <= 512 ** 3
+    assert found == {"seen": [1, 2], "after": 2, "work": found["work"]}
+    # With one thread planned nothing is switched.
+    env = child_env(tmp_path, PLAIT_NUM_THREADS="1", PLAIT_BLAS="numpy")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["seen"] == [1, 1]
