@@ -887,7 +887,8 @@ class Ops(ConvOps):
 
     def backprop_softmax_sequences(self, dY: Floats2d, Y: Floats2d, lengths: Ints1d) -> Floats2d:
         """Gradient of softmax_sequences: Y * (dY - per-sequence sum(Y * dY))."""
-        (dY_, Y_), _, _ = self._ew("backprop_softmax_sequences", [("dY", dY), ("Y", Y)])
+        (dY_, Y_), shape, _ = self._ew("backprop_softmax_sequences", [("dY", dY), ("Y", Y)])
+        check_lengths("backprop_softmax_sequences", lengths, shape[0] if shape else None, allow_zero=True, X_name="Y")
         dX = Y_ * dY_
         dX -= Y_ * self.backprop_reduce_sum(self.reduce_sum(dX, lengths), lengths)
         return dX
@@ -1404,6 +1405,9 @@ class Ops(ConvOps):
         """(nS, nO) and nS + 1 offsets -> (starts_ends[-1], nO); a single row of d_firsts is broadcast, as numpy (and Thinc) do."""
         check_array("backprop_reduce_first", "d_firsts", d_firsts, ndim=2, kind="r")
         check_array("backprop_reduce_first", "starts_ends", starts_ends, ndim=1, kind="i")
+        if starts_ends.shape[0] == 0:
+            # No sequences (what reduce_first returns for no lengths): no rows, as in Thinc.
+            return self.alloc2f(0, d_firsts.shape[1], dtype=d_firsts.dtype)
         n_starts = max(starts_ends.shape[0] - 1, 0)
         if d_firsts.shape[0] != n_starts and not (d_firsts.shape[0] == 1 and n_starts):
             raise ValueError(
@@ -1431,6 +1435,9 @@ class Ops(ConvOps):
         """(nS, nO) and nS row indices -> (lasts[-1] + 1, nO); a single row of d_lasts is broadcast, as numpy (and Thinc) do."""
         check_array("backprop_reduce_last", "d_lasts", d_lasts, ndim=2, kind="r")
         check_array("backprop_reduce_last", "lasts", lasts, ndim=1, kind="i")
+        if lasts.shape[0] == 0:
+            # No sequences: no rows, as in Thinc, whatever d_lasts holds.
+            return self.alloc2f(0, d_lasts.shape[1], dtype=d_lasts.dtype)
         if lasts.shape[0] != d_lasts.shape[0] and not (d_lasts.shape[0] == 1 and lasts.shape[0]):
             raise ValueError(
                 f"Ops.backprop_reduce_last: 'lasts' must have one entry per row of 'd_lasts' "

@@ -1,12 +1,12 @@
 """A differential probe: every public Ops method of Thinc 8.3, on odd-but-plausible inputs.
 
 Each method gets a valid base call, which is then varied one way at a time: other dtypes
-(int32, int64, float64, float16), non-contiguous views, 1-d for 2-d (and back), empty
-arrays, broadcastable rows, lists instead of arrays, Python scalars, other kinds of scalar
-parameters, and inplace=True. The oracle is Thinc's NumpyOps (the backend its users run);
-where that refuses a call its reference Ops accepts (a compiled fast path that takes only
-contiguous float32, say), the reference's answer is the oracle, since plait's one reference
-serves both. `probe(backend, method)` returns the cases where plait disagrees.
+(int32, int64, float64, float16), non-contiguous views, Fortran order, 1-d for 2-d (and
+back), 3-d, empty arrays, broadcastable rows, lists instead of arrays, Python scalars, other
+kinds of scalar parameters, and inplace=True. The oracle is Thinc's NumpyOps (the backend
+its users run); where that refuses a call its reference Ops accepts (a compiled fast path that
+takes only contiguous float32, say), the reference's answer is the oracle, since plait's one
+reference serves both. `probe(backend, method)` returns the cases where plait disagrees.
 
 Run `python tests/backends/_thinc_probe.py [method ...]` for a report of every case.
 """
@@ -122,19 +122,25 @@ SPECS: List[Spec] = [
     S("dtanh", ("Y", F(Y01)), inplace=True),
     S("relu_k", ("X", F(X * 3)), ("n", P(6.0)), inplace=True),
     S("clipped_linear", ("X", F(X)), ("slope", P(1.5)), ("offset", P(0.25)), ("min_val", P(-1.0)),
-      ("max_val", P(2.0)), inplace=True),
+      ("max_val", P(2.0)), inplace=True, extra=[
+          ("min-above-max", [("X", F(X))], {"min_val": 2.0, "max_val": 1.0}),
+          ("slope-negative", [("X", F(X * 0.2))], {"slope": -2.0})]),
     S("mish", ("X", F(X * 8)), ("threshold", P(20.0)), inplace=True),
     S("erf", ("X", F(X))),
     S("sechsq", ("X", F(X))),
     S("softmax", ("x", F(X)), inplace=True, temperature=P(1.0),
-      extra=[("axis0", [("x", F(X))], {"axis": 0}), ("T2", [("x", F(X))], {"temperature": 2.0})]),
+      extra=[("axis0", [("x", F(X))], {"axis": 0}), ("T2", [("x", F(X))], {"temperature": 2.0}),
+             ("T-negative", [("x", F(X))], {"temperature": -0.5}), ("T0", [("x", F(X))], {"temperature": 0.0}),
+             ("3d-axis1", [("x", F(_f(2, 3, 4)))], {"axis": 1})]),
     S("backprop_relu", ("dY", F(dY)), ("Y", F(numpy.maximum(X, 0))), inplace=True),
     S("backprop_sigmoid", ("dY", F(dY)), ("Y", F(Y01)), inplace=True),
     S("backprop_swish", ("dY", F(dY)), ("X", F(X)), ("Y", F(X / (1 + numpy.exp(-X)))), inplace=True),
     *[S(name, ("dY", F(dY)), ("X", F(X)), inplace=True) for name in BACKPROPS_X],
     S("backprop_relu_k", ("dY", F(dY)), ("X", F(X * 3)), ("n", P(6.0)), inplace=True),
     S("backprop_clipped_linear", ("dY", F(dY)), ("X", F(X)), ("slope", P(1.5)), ("offset", P(0.25)),
-      ("min_val", P(-1.0)), ("max_val", P(2.0)), inplace=True),
+      ("min_val", P(-1.0)), ("max_val", P(2.0)), inplace=True, extra=[
+          ("min-above-max", [("dY", F(dY)), ("X", F(X))], {"min_val": 2.0, "max_val": 1.0}),
+          ("slope-negative", [("dY", F(dY)), ("X", F(X * 0.2))], {"slope": -2.0})]),
     S("backprop_mish", ("dY", F(dY)), ("X", F(X * 8)), ("threshold", P(20.0)), inplace=True),
     S("backprop_softmax", ("Y", F(Ysm)), ("dY", F(dY)), temperature=P(1.0),
       extra=[("axis0", [("Y", F(Ysm)), ("dY", F(dY))], {"axis": 0}),
@@ -279,6 +285,9 @@ def _float_variants(a: numpy.ndarray, row: bool) -> Iterator[Tuple[str, Any]]:
         yield dt, a.astype(dt)
     if a.size > 1:
         yield "noncontig", _noncontig(a)
+    if a.ndim >= 2:
+        yield "fortran", numpy.asfortranarray(a)
+        yield "3d", a[None]
     yield "list", a.tolist()
     yield "empty", a[:0]
     if a.ndim == 2:
@@ -297,6 +306,7 @@ def _int_variants(a: numpy.ndarray) -> Iterator[Tuple[str, Any]]:
     if a.size > 1:
         yield "noncontig", _noncontig(a)
     yield "list", a.tolist()
+    yield "empty", a[:0]
 
 
 def _param_variants(v: float) -> Iterator[Tuple[str, Any]]:
@@ -343,7 +353,7 @@ def cases(spec: Spec) -> Iterator[Case]:
                 variants.append((f"{name}-{vid}", args, kwargs))
         if len(float_slots) > 1:
             # The same change to every float array at once.
-            for vid in ("int32", "float64", "float16", "noncontig", "empty", "list"):
+            for vid in ("int32", "float64", "float16", "noncontig", "fortran", "empty", "list"):
                 args, kwargs = list(base_args), dict(base_kwargs)
                 for kind, key, name, wrapped in float_slots:
                     value = dict(_float_variants(wrapped.value, wrapped.row)).get(vid)
@@ -375,6 +385,10 @@ NONCONTIG = (
     "Thinc's compiled kernel walks a non-contiguous array's memory as if it were contiguous "
     "(wrong values, or writes outside the view); plait computes on the view"
 )
+FORTRAN = (
+    "Thinc's compiled kernel walks a Fortran-ordered operand in memory order, pairing its values "
+    "with the wrong ones of the other operand; plait pairs them by index"
+)
 TRUNCATES = "Thinc truncates the float results to integers silently; plait raises TypeError"
 READS_PAST = "Thinc's compiled kernel reads past the gradient's rows; plait raises IndexError"
 
@@ -392,6 +406,8 @@ MARKS: List[Tuple[str, str, Tuple[str, ...], str]] = [
     ("mish", "X-noncontig-inplace", ("differs",), NONCONTIG),
     ("backprop_relu", "*noncontig*", ("differs",), NONCONTIG),
     ("backprop_mish", "*noncontig*", ("differs",), NONCONTIG),
+    ("backprop_relu", "*-fortran*", ("differs",), FORTRAN),
+    ("backprop_mish", "*-fortran*", ("differs",), FORTRAN),
     ("adam", "*-noncontig", ("differs",), NONCONTIG),
     ("erf", "X-int*", ("plait-raises",), TRUNCATES + " (erf(X).astype(X.dtype))"),
     ("gelu_approx", "X-int*", ("plait-raises",), TRUNCATES + " (the gate is cast to X's dtype)"),
@@ -415,6 +431,10 @@ MARKS: List[Tuple[str, str, Tuple[str, ...], str]] = [
     ("backprop_hard_tanh", "*-inplace", ("mutates",),
      "Thinc's backprop_hard_tanh ignores inplace=True; plait writes into dY where the result "
      "is the same (dY of the result's shape and dtype)"),
+    ("backprop_clipped_linear", "slope-negative*", ("differs",),
+     "Thinc compares X with (min_val - offset) / slope and (max_val - offset) / slope, bounds that "
+     "swap for a negative slope, so its gradient is 0 everywhere; plait returns the derivative"),
+    ("softmax", "T0*", ("plait-raises",), "a temperature of 0: Thinc returns NaN (x / 0); plait raises ValueError"),
     ("softmax", "*-inplace", ("mutates",),
      "Thinc's softmax ignores inplace=True; plait writes into x as asked (the results agree)"),
     ("softmax_sequences", "*-inplace", ("mutates",),
@@ -437,6 +457,7 @@ MARKS: List[Tuple[str, str, Tuple[str, ...], str]] = [
     ("hash", "ids-float32", ("plait-raises",), "float keys: Thinc's reference truncates them to uint64"),
     ("ngrams", "keys-float32", ("plait-raises",), "float keys: Thinc's reference truncates them to uint64"),
     ("hash", "ids-noncontig", ("plait-returns",), "Thinc refuses non-contiguous keys (a memoryview limit)"),
+    ("ngrams", "keys-empty", ("plait-returns",), "Thinc's compiled ngrams reads keys[0] of no keys (IndexError)"),
     ("ngrams", "keys-noncontig", ("plait-returns",), "Thinc refuses non-contiguous keys (a memoryview limit)"),
     ("multibatch", "sequence-*", ("plait-raises",),
      "sequences of different lengths: Thinc silently pairs the first items and drops the rest"),
@@ -465,9 +486,11 @@ def mark_for(method: str, case: str, status: str) -> Optional[str]:
 
 def _copy(v: Any) -> Any:
     if isinstance(v, numpy.ndarray):
-        if v.flags.c_contiguous:
+        if v.flags.c_contiguous or v.ndim == 0:
             return v.copy()
-        return _noncontig(v.copy()) if v.ndim else v.copy()
+        if v.flags.f_contiguous:
+            return numpy.asfortranarray(v)
+        return _noncontig(v.copy())
     if isinstance(v, list):
         return [_copy(x) for x in v]
     if isinstance(v, tuple):
