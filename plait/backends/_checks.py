@@ -210,10 +210,11 @@ def inplace_target(
     """
     if not isinstance(target, xp.ndarray):
         return None
-    if target.dtype == dtype and target.shape == shape and target.flags.writeable:
+    # NOTE: older cupy arrays have no writeable flag (they always are).
+    writeable = bool(getattr(target.flags, "writeable", True))
+    if writeable and target.dtype == dtype and target.shape == shape:
         return target
     fits_shape = tuple(target.shape) == tuple(shape)
-    writeable = bool(target.flags.writeable)
     if not required:
         return target if fits_shape and writeable and target.dtype == dtype else None
     fits_dtype = numpy.can_cast(dtype, target.dtype, "same_kind")

@@ -355,7 +355,7 @@ class Ops(ConvOps):
                 f"Ops.affine: 'b' must have shape ({Y.shape[-1] if Y.ndim else ''},) to match W "
                 f"{tuple(W.shape)}, or broadcast to X @ W.T {tuple(Y.shape)}; got {tuple(b.shape)}."
             )
-        if not numpy.can_cast(numpy.result_type(Y, b), Y.dtype, "same_kind"):
+        if not numpy.can_cast(numpy.result_type(Y.dtype, b.dtype), Y.dtype, "same_kind"):
             raise TypeError(
                 f"Ops.affine: cannot add 'b' ({describe(b)}) to the integer product X @ W.T "
                 f"({describe(Y)}) without truncating it. Pass float arrays: b.astype('float32')."
@@ -1171,7 +1171,7 @@ class Ops(ConvOps):
         return (
             isinstance(dY, self.xp.ndarray)
             and is_array(X)
-            and bool(dY.flags.writeable)
+            and bool(getattr(dY.flags, "writeable", True))
             and numpy.result_type(dY.dtype, X.dtype) == dY.dtype
             and all(d == 1 or d == t for d, t in zip(tuple(X.shape)[::-1], tuple(dY.shape)[::-1]))
             and X.ndim <= dY.ndim
