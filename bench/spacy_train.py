@@ -14,7 +14,9 @@ on the mixed corpus of bench/spacy/convert.py (Turkish treebank, Japanese NER, R
 `beam` = tok2vec, beam_parser, beam_ner on its treebank and Japanese part. Per child:
 
 * train: spaCy's own training step (spacy.training.loop.train_while_improving: nlp.update,
-  finish_update, schedules) for --steps steps, without dev evaluations; words = spaCy's count.
+  finish_update, schedules) for --steps steps of --batch-words words (default 1000, the size the
+  configs' schedule reaches after ~2300 steps and keeps), without dev evaluations; words =
+  spaCy's count.
 * evaluate: nlp.evaluate on the held-out test files (gold tokens), words = tokens.
 * pipe: the pipeline saved and loaded back (spacy.load), then nlp.pipe over the raw test texts.
 
@@ -42,8 +44,11 @@ PIPELINES = {
     "pipeline": ("pipeline.cfg", "train.spacy", "dev.spacy", ("tr", "ja", "rt")),
     "beam": ("beam.cfg", "train_trja.spacy", "dev_trja.spacy", ("tr", "ja")),
 }
-DEFAULT_STEPS = {"pipeline": 600, "beam": 300}
-QUICK_STEPS = {"pipeline": 12, "beam": 6}
+DEFAULT_STEPS = {"pipeline": 150, "beam": 60}
+QUICK_STEPS = {"pipeline": 6, "beam": 3}
+# The batch size the configs' schedule (compounding 100 -> 1000 words) settles at after ~2300
+# steps, and where a full training spends most of its steps.
+DEFAULT_BATCH_WORDS = 1000
 FRAMEWORKS = ("plait", "thinc83")
 
 COLUMNS = [
@@ -128,6 +133,8 @@ def work(framework: str, p: Dict[str, Any]) -> Dict[str, Any]:
     cfg_name, train_file, dev_file, tests = PIPELINES[p["pipeline"]]
     overrides = {"paths.train": str(corpus / train_file), "paths.dev": str(corpus / dev_file),
                  "system.seed": p["seed"], "training.max_steps": p["steps"]}
+    if p.get("batch_words"):
+        overrides["training.batcher.size"] = p["batch_words"]
     config = load_config(SPACY_DIR / cfg_name, overrides=overrides, interpolate=False)
     with H.Clock() as init:
         nlp = init_nlp(config)
@@ -218,7 +225,10 @@ def main(argv=None) -> None:
     parser.add_argument("--pipelines", default="pipeline,beam",
                         help="comma list of " + ", ".join(PIPELINES) + " (default both)")
     parser.add_argument("--steps", type=int, default=0,
-                        help="training steps per child (default: pipeline 600, beam 300)")
+                        help="training steps per child (default: pipeline 150, beam 60)")
+    parser.add_argument("--batch-words", type=int, default=DEFAULT_BATCH_WORDS,
+                        help="words per training batch, constant (default 1000: where the configs' "
+                             "schedule settles); 0 keeps the configs' compounding schedule")
     parser.add_argument("--spacy-python", default=None,
                         help="interpreter of a venv with spaCy 3.8 and thinc 8.3.14")
     parser.add_argument("--limit", type=int, default=0,
@@ -246,7 +256,8 @@ def main(argv=None) -> None:
         convert_corpus(python, corpus, limit)
         for name in names:
             steps = args.steps or (QUICK_STEPS if args.quick else DEFAULT_STEPS)[name]
-            params = {"pipeline": name, "steps": steps, "seed": args.seed, "corpus": str(corpus)}
+            params = {"pipeline": name, "steps": steps, "batch_words": 100 if args.quick else args.batch_words,
+                      "seed": args.seed, "corpus": str(corpus)}
             runs: Dict[str, List[Dict[str, Any]]] = {fw: [] for fw in frameworks}
             for r in range(rounds):
                 for fw in frameworks:
