@@ -161,3 +161,37 @@ def test_first_updates_equal_thincs(name, corpus, tmp_path):
     assert sorted(first) == sorted(first_thinc)
     for component, loss in first_thinc.items():
         assert first[component] == pytest.approx(loss, rel=1e-5, abs=1e-6), component
+
+
+PREDICT = (
+    "import json, sys, spacy, thinc\n"
+    "nlp = spacy.load(sys.argv[1])\n"
+    "texts = [json.loads(l)['text'] for l in open(sys.argv[2], encoding='utf8')][::5]\n"
+    "out = [{'tags': [t.tag_ for t in d], 'heads': [t.head.i for t in d], 'deps': [t.dep_ for t in d],\n"
+    "        'ents': [(e.start, e.end, e.label_) for e in d.ents], 'cats': {k: float(v) for k, v in d.cats.items()}}\n"
+    "       for d in nlp.pipe(texts)]\n"
+    "print(json.dumps({'thinc': thinc.__name__, 'docs': out}))\n"
+)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_a_pipeline_trained_with_thinc_predicts_the_same_on_plait(name, corpus, tmp_path):
+    """Saved pipelines carry over: trained and saved with thinc, loaded with plait's alias, the
+    same tags, parses, entities and categories (to rounding) as thinc gives."""
+    train, dev = ("train.spacy", "dev.spacy") if name == "pipeline" else ("train_trja.spacy", "dev_trja.spacy")
+    out = _run(["-m", "spacy", "train", str(CONFIGS[name]), "--output", str(tmp_path / "out"),
+                "--paths.train", str(corpus / train), "--paths.dev", str(corpus / dev),
+                "--training.max_steps", "6", "--training.eval_frequency", "6"], env=_env())
+    assert out.returncode == 0, out.stderr[-3000:]
+    model, texts = str(tmp_path / "out" / "model-last"), str(corpus / "texts.jsonl")
+    results = {}
+    for plait in (True, False):
+        res = _run(["-c", PREDICT, model, texts], env=_env(alias_env=plait))
+        assert res.returncode == 0, res.stderr[-3000:]
+        results[plait] = json.loads(res.stdout.strip().splitlines()[-1])
+    assert results[True]["thinc"] == "plait" and results[False]["thinc"] == "thinc"
+    ours, theirs = results[True]["docs"], results[False]["docs"]
+    assert len(ours) == len(theirs) > 10
+    for a, b in zip(ours, theirs):
+        assert {k: a[k] for k in ("tags", "heads", "deps", "ents")} == {k: b[k] for k in ("tags", "heads", "deps", "ents")}
+        assert a["cats"] == pytest.approx(b["cats"], abs=1e-5)
