@@ -258,7 +258,9 @@ def add_serial_library(dynlib) -> None:
     if _serial_libs is None:
         _probe_serial_libs()
     lib = _OpenBLAS(dynlib)
-    if lib.get is not None:
+    if lib.get is not None and all(known.get is not lib.get and
+                                   ctypes.cast(known.get, ctypes.c_void_p).value != ctypes.cast(lib.get, ctypes.c_void_p).value
+                                   for known in _serial_libs):
         _serial_libs.append(lib)
 
 
