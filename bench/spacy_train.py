@@ -17,12 +17,17 @@ on the mixed corpus of bench/spacy/convert.py (Turkish treebank, Japanese NER, R
   finish_update, schedules) for --steps steps of --batch-words words (default 1000, the size the
   configs' schedule reaches after ~2300 steps and keeps), without dev evaluations; words =
   spaCy's count.
-* evaluate: nlp.evaluate on the held-out test files (gold tokens), words = tokens.
-* pipe: the pipeline saved and loaded back (spacy.load), then nlp.pipe over the raw test texts.
+* evaluate: nlp.evaluate on the held-out test files (gold tokens), words = tokens;
+* pipe: nlp.pipe over the raw test texts;
+  both on one saved pipeline that every child loads (spacy.load): a pipeline trained once with
+  thinc before the rounds (--reference-steps), or the one --reference names. Each library's own
+  training would give another pipeline (their dropout draws differ), and what a beam costs
+  depends on the model more than on the library.
 
 Per CPU-second divides by the child's process time (all threads) over the same block; peak MB
-is the child's ru_maxrss at exit. The held-out scores of this short training are printed too;
-the full trainings behind the score comparison are bench/spacy_scores.py's.
+is the child's ru_maxrss at exit. The reference pipeline's held-out scores are printed as each
+library computes them (they must agree); the score comparison of full trainings is
+bench/spacy_scores.py's.
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ PIPELINES = {
 }
 DEFAULT_STEPS = {"pipeline": 150, "beam": 60}
 QUICK_STEPS = {"pipeline": 6, "beam": 3}
+# Training steps of the pipeline that every child evaluates and pipes (trained once, with thinc).
+REFERENCE_STEPS = {"pipeline": 400, "beam": 200}
 # The batch size the configs' schedule (compounding 100 -> 1000 words) settles at after ~2300
 # steps, and where a full training spends most of its steps.
 DEFAULT_BATCH_WORDS = 1000
@@ -154,13 +161,22 @@ def work(framework: str, p: Dict[str, Any]) -> Dict[str, Any]:
     result: Dict[str, Any] = {"import_s": import_s, "init_s": init.wall, "train_words": words,
                               "steps": p["steps"]}
     result.update(H.throughput_fields("train", words, train))
+    if p.get("save"):  # the parent's reference pipeline: trained here, timed nowhere
+        nlp.to_disk(p["save"])
+        return result
+    del nlp
 
-    examples = {t: list(Corpus(corpus / f"test_{t}.spacy", gold_preproc=True)(nlp)) for t in tests}
+    # Evaluation and nlp.pipe run the same saved pipeline in every child: two trainings give two
+    # pipelines (plait's and thinc's dropout draws differ), and the beam components' cost depends
+    # on the model far more than on the library.
+    with H.Clock() as load:
+        loaded = spacy.load(p["reference"])
+    examples = {t: list(Corpus(corpus / f"test_{t}.spacy", gold_preproc=True)(loaded)) for t in tests}
     n_eval = sum(len(eg.reference) for egs in examples.values() for eg in egs)
     scores: Dict[str, Any] = {}
     with H.Clock() as evaluate:
         for t, egs in examples.items():
-            scores[t] = nlp.evaluate(egs)
+            scores[t] = loaded.evaluate(egs)
     result.update(H.throughput_fields("evaluate", n_eval, evaluate))
     for t, s in scores.items():
         for key in SCORE_KEYS[t]:
@@ -170,13 +186,8 @@ def work(framework: str, p: Dict[str, Any]) -> Dict[str, Any]:
     with open(corpus / "texts.jsonl", encoding="utf8") as f:
         rows = [json.loads(line) for line in f]
     texts = [row["text"] for row in rows if row["source"] in tests]
-    with tempfile.TemporaryDirectory() as tmp:
-        nlp.to_disk(tmp)
-        del nlp
-        with H.Clock() as load:
-            loaded = spacy.load(tmp)
-        with H.Clock() as pipe:
-            n_pipe = sum(len(doc) for doc in loaded.pipe(texts))
+    with H.Clock() as pipe:
+        n_pipe = sum(len(doc) for doc in loaded.pipe(texts))
     result["load_s"] = load.wall
     result["pipe_words"] = n_pipe
     result.update(H.throughput_fields("pipe", n_pipe, pipe))
@@ -229,6 +240,12 @@ def main(argv=None) -> None:
     parser.add_argument("--batch-words", type=int, default=DEFAULT_BATCH_WORDS,
                         help="words per training batch, constant (default 1000: where the configs' "
                              "schedule settles); 0 keeps the configs' compounding schedule")
+    parser.add_argument("--reference", default=None, metavar="DIR",
+                        help="a saved pipeline to evaluate and pipe instead of training one; "
+                             "'{name}' in it becomes the pipeline's name (pipeline, beam)")
+    parser.add_argument("--reference-steps", type=int, default=0,
+                        help="steps of the reference pipeline trained with thinc (default: pipeline "
+                             "400, beam 200)")
     parser.add_argument("--spacy-python", default=None,
                         help="interpreter of a venv with spaCy 3.8 and thinc 8.3.14")
     parser.add_argument("--limit", type=int, default=0,
@@ -256,8 +273,20 @@ def main(argv=None) -> None:
         convert_corpus(python, corpus, limit)
         for name in names:
             steps = args.steps or (QUICK_STEPS if args.quick else DEFAULT_STEPS)[name]
-            params = {"pipeline": name, "steps": steps, "batch_words": 100 if args.quick else args.batch_words,
+            batch_words = 100 if args.quick else args.batch_words
+            params = {"pipeline": name, "steps": steps, "batch_words": batch_words,
                       "seed": args.seed, "corpus": str(corpus)}
+            if args.reference:
+                params["reference"] = args.reference.format(name=name)
+            else:
+                ref_steps = args.reference_steps or (QUICK_STEPS if args.quick else REFERENCE_STEPS)[name]
+                params["reference"] = str(Path(tmp) / f"reference-{name}")
+                ref = run_child(python, "thinc83", dict(params, steps=ref_steps, save=params["reference"]),
+                                1, args.timeout)
+                if "error" in ref:
+                    raise SystemExit(f"bench: training the reference {name} pipeline with thinc failed:\n{ref['error']}")
+                print(f"[{name}] reference pipeline: trained with thinc, {ref_steps} steps of {batch_words} words",
+                      flush=True)
             runs: Dict[str, List[Dict[str, Any]]] = {fw: [] for fw in frameworks}
             for r in range(rounds):
                 for fw in frameworks:
@@ -273,11 +302,14 @@ def main(argv=None) -> None:
                     runs[fw].append(res)
             medians = H.median_results(runs)
             all_runs[name], all_medians[name] = runs, medians
-            shown = {k: v for k, v in params.items() if k != "corpus"}
+            shown = {k: v for k, v in params.items() if k not in ("corpus", "reference")}
+            shown["evaluated and piped"] = (args.reference.format(name=name) if args.reference else
+                                            f"one pipeline trained with thinc ({ref_steps} steps)")
             shown["threads"] = args.threads if args.threads else "library defaults"
             H.print_report(f"spaCy {name} ({PIPELINES[name][0]}): bench/spacy_train.py", args,
                            shown, medians, COLUMNS, frameworks)
             print()
+            print("Held-out scores of that one pipeline, as each library computes them (they must agree):")
             print(score_table(medians, PIPELINES[name][3]))
     H.write_json(args.json, __file__, args, {"pipelines": names, "steps": args.steps},
                  all_runs, all_medians)

@@ -195,3 +195,17 @@ def test_a_pipeline_trained_with_thinc_predicts_the_same_on_plait(name, corpus, 
     for a, b in zip(ours, theirs):
         assert {k: a[k] for k in ("tags", "heads", "deps", "ents")} == {k: b[k] for k in ("tags", "heads", "deps", "ents")}
         assert a["cats"] == pytest.approx(b["cats"], abs=1e-5)
+
+
+def test_bench_script_smoke(tmp_path):
+    """bench/spacy_train.py --quick runs both pipelines on plait and prints its tables."""
+    out = subprocess.run([sys.executable, str(REPO / "bench" / "spacy_train.py"), "--quick", "--peers", "none",
+                          "--spacy-python", SPACY_PYTHON, "--json", str(tmp_path / "r.json")],
+                         capture_output=True, text=True, timeout=900, cwd=str(REPO))
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    for title in ("spaCy pipeline (pipeline.cfg)", "spaCy beam (beam.cfg)"):
+        assert title in out.stdout
+    assert "train words/CPU-s" in out.stdout and "pipe words/CPU-s" in out.stdout
+    medians = json.loads((tmp_path / "r.json").read_text())["medians"]
+    for name in ("pipeline", "beam"):
+        assert medians[name]["plait"]["train_per_cpu_s"] > 0 and medians[name]["plait"]["thinc_modules"] == []
