@@ -38,6 +38,8 @@ SCORES = {
     "pipeline": [("tr", "tag_acc"), ("tr", "pos_acc"), ("tr", "morph_acc"), ("tr", "dep_uas"),
                  ("tr", "dep_las"), ("ja", "tag_acc"), ("ja", "ents_f"), ("rt", "cats_score")],
     "beam": [("tr", "dep_uas"), ("tr", "dep_las"), ("ja", "ents_f")],
+    "ner_ja": [("ja", "ents_f"), ("ja", "ents_p"), ("ja", "ents_r")],
+    "beam_ner_ja": [("ja", "ents_f"), ("ja", "ents_p"), ("ja", "ents_r")],
 }
 # `python -m spacy ...` with a record, at exit, of the modules loaded from a thinc directory.
 WRAPPER = (

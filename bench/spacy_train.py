@@ -48,11 +48,14 @@ PIPELINES = {
     # name: (config, train file, dev file, test files)
     "pipeline": ("pipeline.cfg", "train.spacy", "dev.spacy", ("tr", "ja", "rt")),
     "beam": ("beam.cfg", "train_trja.spacy", "dev_trja.spacy", ("tr", "ja")),
+    # The Japanese NER alone, greedy and beam (bench/spacy_scores.py compares them over seeds).
+    "ner_ja": ("ner_ja.cfg", "train_ja.spacy", "dev_ja.spacy", ("ja",)),
+    "beam_ner_ja": ("beam_ner_ja.cfg", "train_ja.spacy", "dev_ja.spacy", ("ja",)),
 }
-DEFAULT_STEPS = {"pipeline": 150, "beam": 60}
-QUICK_STEPS = {"pipeline": 6, "beam": 3}
+DEFAULT_STEPS = {"pipeline": 150, "beam": 60, "ner_ja": 150, "beam_ner_ja": 60}
+QUICK_STEPS = {"pipeline": 6, "beam": 3, "ner_ja": 6, "beam_ner_ja": 3}
 # Training steps of the pipeline that every child evaluates and pipes (trained once, with thinc).
-REFERENCE_STEPS = {"pipeline": 400, "beam": 200}
+REFERENCE_STEPS = {"pipeline": 400, "beam": 200, "ner_ja": 400, "beam_ner_ja": 200}
 # The batch size the configs' schedule (compounding 100 -> 1000 words) settles at after ~2300
 # steps, and where a full training spends most of its steps.
 DEFAULT_BATCH_WORDS = 1000

@@ -18,9 +18,10 @@ gives the same files whichever library serves `thinc`. Three sources, one pipeli
 
 Writes train.spacy, dev.spacy (the three sources mixed: pipeline.cfg), train_trja.spacy,
 dev_trja.spacy (the treebank and the Japanese set, which have what a parser and an NER learn:
-beam.cfg), test_tr.spacy, test_ja.spacy, test_rt.spacy (held out, evaluated one by one so that
-each component is scored on the source annotated for it), and texts.jsonl (the raw test texts,
-for nlp.pipe). --limit N keeps the first
+beam.cfg), train_ja.spacy, dev_ja.spacy (the Japanese set alone: ner_ja.cfg, beam_ner_ja.cfg),
+test_tr.spacy, test_ja.spacy, test_rt.spacy (held out, evaluated one by one so that each
+component is scored on the source annotated for it), and texts.jsonl (the raw test texts, for
+nlp.pipe). --limit N keeps the first
 N documents of each source and split (the test suite's small corpus).
 """
 from __future__ import annotations
@@ -121,6 +122,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         trja = turkish_docs(nlp.vocab, split, lim) + japanese_docs(nlp.vocab, split, lim)
         write(trja + rotten_tomatoes_docs(nlp, split, n_rt), args.out / f"{split}.spacy")
         write(trja, args.out / f"{split}_trja.spacy")
+        write(japanese_docs(nlp.vocab, split, lim), args.out / f"{split}_ja.spacy")
     tests = {"tr": turkish_docs(nlp.vocab, "test", lim), "ja": japanese_docs(nlp.vocab, "test", lim),
              "rt": rotten_tomatoes_docs(nlp, "test", lim)}
     with open(args.out / "texts.jsonl", "w", encoding="utf8") as f:
