@@ -119,9 +119,13 @@ def maxout_layer_backprop(ops, inp: Inputs, which, nP: int):
             dZ.sum(axis=0))
 
 
-def thinc_face_ops(api, inp: Inputs, p: Dict[str, Any]) -> Dict[str, Callable[[], Any]]:
-    """op name -> a no-argument call of that op on `inp`, for plait and thinc alike."""
-    ops = api.NumpyOps()
+def thinc_face_ops(api, inp: Inputs, p: Dict[str, Any], ops=None) -> Dict[str, Callable[[], Any]]:
+    """op name -> a no-argument call of that op on `inp`, for plait and thinc alike.
+
+    `ops` defaults to the library's NumpyOps; bench/gpu.py passes a CupyOps and an `inp`
+    whose arrays are already on the device.
+    """
+    ops = api.NumpyOps() if ops is None else ops
     L = inp.lengths
     nP = p["nP"]
     _, which_maxout = ops.maxout(inp.X_maxout)
@@ -129,8 +133,8 @@ def thinc_face_ops(api, inp: Inputs, p: Dict[str, Any]) -> Dict[str, Callable[[]
     relu_Y = ops.relu(inp.act)
     swish_Y = ops.swish(inp.act)
     soft_Y = ops.softmax(inp.act)
-    lstm_H0 = numpy.zeros((1, 1, p["lstm_nO"]), "float32")
-    lstm_C0 = numpy.zeros((1, 1, p["lstm_nO"]), "float32")
+    lstm_H0 = ops.alloc((1, 1, p["lstm_nO"]), dtype="float32")
+    lstm_C0 = ops.alloc((1, 1, p["lstm_nO"]), dtype="float32")
     lstm_args = (inp.lstm_params, lstm_H0, lstm_C0, inp.lstm_X, inp.size_at_t)
     _, lstm_state = ops.lstm_forward_training(*lstm_args)
     table = inp.table.copy()
@@ -173,13 +177,18 @@ def thinc_face_ops(api, inp: Inputs, p: Dict[str, Any]) -> Dict[str, Callable[[]
     }
 
 
-def torch_ops(inp: Inputs, p: Dict[str, Any]) -> Dict[str, Callable[[], Any]]:
-    """The nearest torch equivalent of each op (None where torch has none)."""
+def torch_ops(inp: Inputs, p: Dict[str, Any], device: str = "cpu") -> Dict[str, Callable[[], Any]]:
+    """The nearest torch equivalent of each op (None where torch has none).
+
+    With `device="cuda"` the caller also sets torch's default device, so that the tensors
+    the calls allocate live there too.
+    """
     import torch
     from torch import nn
     import torch.nn.functional as F
 
-    t = torch.from_numpy
+    def t(a):
+        return torch.from_numpy(a).to(device)
     aten = torch.ops.aten
     L = t(inp.lengths.astype("int64"))
     X = t(inp.X)

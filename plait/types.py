@@ -545,6 +545,9 @@ def _positions(index: Any, n: int, xp: Any, owner: str) -> Any:
         if index.size == 0:
             index = index.astype("int64")
         index = xp.asarray(index)
+    elif xp is not numpy and isinstance(index, numpy.ndarray):
+        # Host indices into device data (Ops.minibatch draws its order with numpy).
+        index = xp.asarray(index)
     if index.ndim != 1:
         raise IndexError(
             f"{owner} index arrays must be 1-dimensional, got shape {tuple(index.shape)}. "

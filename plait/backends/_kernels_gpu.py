@@ -194,6 +194,65 @@ extern "C" __global__ void plait_relu_bwd(real_t* dX, const real_t* dY, const re
 }
 """
 
+_FAMILIES["sigmoid"] = r"""
+// The logistic function of X clipped to [-20, 20], as the reference Ops.sigmoid.
+extern "C" __global__ void plait_sigmoid_fwd(real_t* Y, const real_t* X, long long N) {
+    PL_GRID_LOOP(i, N) { Y[i] = pl_sigmoid(X[i]); }
+}
+
+// dX = dY * (Y * (1 - Y)) from the forward output; dX may alias dY or Y (Thinc's in-place
+// form writes into Y).
+extern "C" __global__ void plait_sigmoid_bwd(real_t* dX, const real_t* dY, const real_t* Y,
+        long long N) {
+    PL_GRID_LOOP(i, N) {
+        const real_t y = Y[i];
+        dX[i] = dY[i] * (y * ((real_t)1.0 - y));
+    }
+}
+"""
+
+_FAMILIES["softmax"] = r"""
+// Softmax along the last axis of an (nR, nC) array, one thread per row, nC >= 1:
+// z = x / T (skipped when T == 1, as in the reference), exp(z - max z) / sum. A NaN in a
+// row makes the whole row NaN, as numpy's max does. Y may alias X.
+extern "C" __global__ void plait_softmax_fwd(real_t* Y, const real_t* X, real_t T,
+        long long nR, long long nC) {
+    const bool scaled = T != (real_t)1.0;
+    PL_GRID_LOOP(r, nR) {
+        const real_t* x = X + r * nC;
+        real_t* y = Y + r * nC;
+        real_t m = scaled ? x[0] / T : x[0];
+        for (long long j = 1; j < nC; ++j) {
+            const real_t z = scaled ? x[j] / T : x[j];
+            if (z > m || z != z) m = z;
+        }
+        real_t s = (real_t)0.0;
+        for (long long j = 0; j < nC; ++j) {
+            const real_t e = pl_exp((scaled ? x[j] / T : x[j]) - m);
+            y[j] = e;
+            s += e;
+        }
+        for (long long j = 0; j < nC; ++j) y[j] /= s;
+    }
+}
+
+// dX = (Y * dY - Y * sum(Y * dY)) / T per row (the division skipped when T == 1).
+extern "C" __global__ void plait_softmax_bwd(real_t* dX, const real_t* dY, const real_t* Y,
+        real_t T, long long nR, long long nC) {
+    PL_GRID_LOOP(r, nR) {
+        const real_t* y = Y + r * nC;
+        const real_t* dy = dY + r * nC;
+        real_t* dx = dX + r * nC;
+        real_t s = (real_t)0.0;
+        for (long long j = 0; j < nC; ++j) s += y[j] * dy[j];
+        for (long long j = 0; j < nC; ++j) {
+            const real_t d = y[j] * dy[j] - y[j] * s;
+            dx[j] = T != (real_t)1.0 ? d / T : d;
+        }
+    }
+}
+"""
+
 _FAMILIES["mish"] = r"""
 // x * tanh(softplus(x)); the identity from `threshold` up, where tanh(softplus(x)) == 1.
 extern "C" __global__ void plait_mish_fwd(real_t* Y, const real_t* X, real_t threshold,

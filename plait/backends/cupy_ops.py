@@ -208,6 +208,12 @@ class CupyOps(Ops):
         ):
             array = cupy.stack(data)
         else:
+            if getattr(data, "dtype", None) == numpy.dtype(object):
+                raise TypeError(
+                    f"CupyOps.asarray: 'data' is an array of Python objects ({describe(data)}); "
+                    "the GPU holds numbers only. Convert it to a numeric dtype first, e.g. "
+                    "numpy.asarray(data, dtype='float32')."
+                )
             array = cupy.asarray(data)
         if dtype is not None:
             array = array.astype(numpy.dtype(dtype), copy=False)
@@ -355,6 +361,52 @@ class CupyOps(Ops):
         if not (self._fast(dY, Y) and self._same_shape(dY, Y)):
             return super().backprop_relu(dY, Y, inplace=inplace)
         return self._binary("plait_relu_bwd", dY, inplace, Y)
+
+    def sigmoid(self, X: FloatsXdT, *, inplace: bool = False) -> FloatsXdT:
+        if not self._fast(X):
+            return super().sigmoid(X, inplace=inplace)
+        return self._unary("plait_sigmoid_fwd", X, inplace)
+
+    def backprop_sigmoid(self, dY: FloatsXdT, Y: FloatsXdT, *, inplace: bool = False) -> FloatsXdT:
+        if not (self._fast(dY, Y) and self._same_shape(dY, Y)):
+            return super().backprop_sigmoid(dY, Y, inplace=inplace)
+        # In place the result goes into Y, as in the reference (and Thinc).
+        dX = Y if inplace else self.xp.empty_like(Y)
+        _k.launch("plait_sigmoid_bwd", Y.dtype, Y.size, (dX, dY, Y, _k.i64(Y.size)))
+        return dX
+
+    @staticmethod
+    def _last_axis(X: Any, axis: Any) -> bool:
+        """Whether `axis` names the last axis of a non-empty-rowed array of 1 or more dims."""
+        if isinstance(axis, bool) or not isinstance(axis, (int, numpy.integer)):
+            return False
+        return X.ndim >= 1 and X.shape[-1] > 0 and int(axis) in (-1, X.ndim - 1)
+
+    def softmax(
+        self, x: FloatsT, *, inplace: bool = False, axis: int = -1, temperature: float = 1.0
+    ) -> FloatsT:
+        if not (self._fast(x) and self._last_axis(x, axis) and temperature != 0):
+            return super().softmax(x, inplace=inplace, axis=axis, temperature=temperature)
+        Y = x if inplace else self.xp.empty_like(x)
+        nC = x.shape[-1]
+        _k.launch(
+            "plait_softmax_fwd", x.dtype, x.size // nC,
+            (Y, x, _k.real(x.dtype, temperature), _k.i64(x.size // nC), _k.i64(nC)),
+        )
+        return Y
+
+    def backprop_softmax(
+        self, Y: FloatsT, dY: FloatsT, *, axis: int = -1, temperature: float = 1.0
+    ) -> FloatsT:
+        if not (self._fast(Y, dY) and self._same_shape(Y, dY) and self._last_axis(Y, axis)):
+            return super().backprop_softmax(Y, dY, axis=axis, temperature=temperature)
+        dX = self.xp.empty_like(Y)
+        nC = Y.shape[-1]
+        _k.launch(
+            "plait_softmax_bwd", Y.dtype, Y.size // nC,
+            (dX, dY, Y, _k.real(Y.dtype, temperature), _k.i64(Y.size // nC), _k.i64(nC)),
+        )
+        return dX
 
     def mish(self, X: FloatsXdT, threshold: float = 20.0, inplace: bool = False) -> FloatsXdT:
         if not self._fast(X):

@@ -475,7 +475,7 @@ def test_pytorch_allocator_on_gpu():
     try:
         X = cupy.arange(1000, dtype="f")
         assert float(X.sum()) == float(numpy.arange(1000, dtype="f").sum())
-        assert backends._gpu_pools["pytorch"].used_bytes() > 0
+        assert backends.context_pools.get()["pytorch"].used_bytes() > 0
     finally:
         cupy.cuda.set_allocator(cupy.get_default_memory_pool().malloc)
 

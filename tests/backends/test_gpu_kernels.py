@@ -55,6 +55,7 @@ def test_kernel_names_follow_the_convention_and_cover_the_fast_paths():
     expected_ops = [
         "seq2col", "maxout", "relu", "mish", "swish", "dish", "gelu", "clipped_linear",
         "hard_swish", "hard_swish_mobilenet", "reduce_sum", "reduce_mean", "reduce_max",
+        "sigmoid", "softmax",
     ]
     for op in expected_ops:
         assert f"plait_{op}_fwd" in kg.KERNELS and f"plait_{op}_bwd" in kg.KERNELS, op
@@ -78,7 +79,7 @@ def test_kernel_sources_define_each_kernel_once(dtype):
 
 def test_unknown_family_and_dtype_are_rejected():
     with pytest.raises(KeyError, match="unknown kernel family"):
-        kg.family_source("softmax")
+        kg.family_source("no_such_op")
     with pytest.raises(NotImplementedError, match="float16"):
         kg.family_source("relu", "float16")
 
@@ -299,6 +300,7 @@ MISH_THRESHOLD = 2.5
 # name -> (forward(X), derivative(X)) in float64.
 ACTIVATIONS = {
     "relu": (lambda X: numpy.maximum(X, 0), None),
+    "sigmoid": (_sigmoid, None),
     "mish": (
         lambda X: numpy.where(X >= MISH_THRESHOLD, X, X * numpy.tanh(_softplus(X))),
         lambda X: numpy.where(
@@ -356,6 +358,10 @@ def test_emulated_activations(emulators, dtype, op):
     if op == "relu":
         run("plait_relu_bwd", dX, dY, Y, N)
         expected = dY * (Y > 0)
+        assert_array_equal(dX, expected)
+    elif op == "sigmoid":
+        run("plait_sigmoid_bwd", dX, dY, Y, N)
+        expected = dY * (Y * (1 - Y))
         assert_array_equal(dX, expected)
     elif op == "swish":
         run("plait_swish_bwd", dX, dY, X, Y, N)
@@ -575,7 +581,8 @@ def test_cupy_ops_overrides_the_documented_fast_paths():
         "backprop_clipped_linear", "hard_swish", "backprop_hard_swish", "hard_swish_mobilenet",
         "backprop_hard_swish_mobilenet", "reduce_sum", "reduce_mean", "reduce_max",
         "backprop_reduce_sum", "backprop_reduce_mean", "backprop_reduce_max", "hash",
-        "gather_add", "scatter_add", "adam", "clip_gradient",
+        "gather_add", "scatter_add", "adam", "clip_gradient", "sigmoid", "backprop_sigmoid",
+        "softmax", "backprop_softmax",
     }
     assert expected <= set(_overrides())
 
@@ -786,7 +793,7 @@ def _same(got, expected, dtype=None, exact=False):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("inplace", [False, True])
 @pytest.mark.parametrize(
-    "op", ["relu", "mish", "swish", "dish", "gelu", "hard_swish", "hard_swish_mobilenet",
+    "op", ["relu", "sigmoid", "mish", "swish", "dish", "gelu", "hard_swish", "hard_swish_mobilenet",
            "hard_sigmoid", "hard_tanh", "relu_k", "clipped_linear"],
 )
 def test_cupy_ops_activations_match_reference(gops, ref, op, dtype, inplace):
@@ -804,6 +811,14 @@ def test_cupy_ops_activations_match_reference(gops, ref, op, dtype, inplace):
         dX_ref = ref.backprop_relu(dY, Y_ref)
         dYg = _g(dY)
         dX = gops.backprop_relu(dYg, _g(Y_ref), inplace=inplace)
+    elif op == "sigmoid":
+        # In place, backprop_sigmoid writes into Y (Thinc's convention), not into dY.
+        dX_ref = ref.backprop_sigmoid(dY, Y_ref)
+        dYg, Yg = _g(dY), _g(Y_ref)
+        dX = gops.backprop_sigmoid(dYg, Yg, inplace=inplace)
+        _same(dX, dX_ref)
+        assert (dX is Yg) == inplace
+        return
     elif op == "swish":
         dX_ref = ref.backprop_swish(dY, X, Y_ref)
         dYg = _g(dY)
@@ -814,6 +829,63 @@ def test_cupy_ops_activations_match_reference(gops, ref, op, dtype, inplace):
         dX = getattr(gops, f"backprop_{op}")(dYg, _g(X), inplace=inplace, **kwargs)
     _same(dX, dX_ref)
     assert (dX is dYg) == inplace
+
+
+def _softmax_input(dtype, shape=(9, 6)):
+    X = _rand(numpy.random.default_rng(11), shape, dtype, scale=6.0)
+    X.flat[min(X.size - 1, 8)] = 80.0  # exp would overflow without the max shift
+    return X
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("temperature", [1.0, 0.5])
+def test_emulated_softmax(emulators, dtype, temperature):
+    run = emulators[dtype]
+    X = _softmax_input(dtype)
+    nR, nC = X.shape
+    Z = X.astype("float64") / temperature
+    expected = numpy.exp(Z - Z.max(axis=1, keepdims=True))
+    expected /= expected.sum(axis=1, keepdims=True)
+    Y = numpy.full_like(X, numpy.nan)
+    run("plait_softmax_fwd", Y, X, kg.real(dtype, temperature), kg.i64(nR), kg.i64(nC))
+    assert_allclose(Y, expected, **_tol(dtype))
+    dY = _rand(numpy.random.default_rng(12), X.shape, dtype)
+    dX = numpy.full_like(X, numpy.nan)
+    run("plait_softmax_bwd", dX, dY, Y, kg.real(dtype, temperature), kg.i64(nR), kg.i64(nC))
+    Y64, dY64 = Y.astype("float64"), dY.astype("float64")
+    grad = (Y64 * dY64 - Y64 * (Y64 * dY64).sum(axis=1, keepdims=True)) / temperature
+    assert_allclose(dX, grad, rtol=_tol(dtype)["rtol"], atol=_tol(dtype)["atol"] * 10)
+    # A NaN anywhere in a row makes that row NaN (numpy's max propagates it); other rows stay.
+    Xn = X.copy()
+    Xn[3, 4] = numpy.nan
+    run("plait_softmax_fwd", Y, Xn, kg.real(dtype, temperature), kg.i64(nR), kg.i64(nC))
+    assert numpy.isnan(Y[3]).all() and not numpy.isnan(numpy.delete(Y, 3, axis=0)).any()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(9, 6), (2, 3, 5), (7,), (4, 1)])
+@pytest.mark.parametrize("temperature", [1.0, 0.5])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_cupy_ops_softmax_matches_reference(gops, ref, dtype, shape, temperature, inplace):
+    X = _softmax_input(dtype, shape)
+    Y_ref = ref.softmax(X.copy(), temperature=temperature)
+    Xg = _g(X)
+    Y = gops.softmax(Xg, inplace=inplace, temperature=temperature)
+    _same(Y, Y_ref)
+    assert (Y is Xg) == inplace
+    dY = _rand(numpy.random.default_rng(2), shape, dtype)
+    dX_ref = ref.backprop_softmax(Y_ref, dY, temperature=temperature)
+    _same(gops.backprop_softmax(_g(Y_ref), _g(dY), temperature=temperature), dX_ref)
+
+
+def test_cupy_ops_softmax_other_axes_and_errors_follow_the_reference(gops, ref):
+    X = _softmax_input("float32", (4, 5))
+    _same(gops.softmax(_g(X), axis=0), ref.softmax(X, axis=0))
+    _same(gops.softmax(_g(X), axis=1), ref.softmax(X, axis=1))
+    Y = ref.softmax(X, axis=0)
+    _same(gops.backprop_softmax(_g(Y), _g(X), axis=0), ref.backprop_softmax(Y, X, axis=0))
+    with pytest.raises(ValueError, match="temperature"):
+        gops.softmax(_g(X), temperature=0)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -1122,6 +1194,8 @@ def test_cupy_ops_fast_paths_launch_every_kernel(gops, monkeypatch):
     L2 = _g(numpy.asarray([2, 4], dtype="int32"))
     M, which = gops.reduce_max(X, L2)
     gops.backprop_reduce_max(M, which, L2)
+    gops.backprop_sigmoid(X, gops.sigmoid(X))
+    gops.backprop_softmax(gops.softmax(X), X)
     gops.hash(_g(numpy.arange(5, dtype="uint64")), 1)
     table = _g(_rand(rng, (10, 3), "float32"))
     gops.gather_add(table, _g(numpy.asarray([[1, 2], [3, 3]], dtype="int32")))

@@ -13,6 +13,7 @@ from typing import Callable, Sequence, Tuple, Type, Union
 
 import numpy as np
 import pytest
+from _env import HAS_GPU
 
 try:
     from ._gradcheck import to_np
@@ -262,7 +263,9 @@ assert len(CASE_BY_ID) == len(CASES), "duplicate case ids"
 
 
 def _dev(ops, value):
-    if isinstance(value, np.ndarray):
+    # Object arrays cannot live on a GPU: they reach the op as they are (CupyOps.asarray
+    # refuses them, tested in test_cupy_asarray_refuses_object_arrays).
+    if isinstance(value, np.ndarray) and value.dtype != object:
         return ops.asarray(value.copy())
     if isinstance(value, list):
         return [_dev(ops, v) for v in value]
@@ -411,3 +414,12 @@ def test_multibatch_sequences_of_other_lengths(ops):
     with pytest.raises(ValueError) as excinfo:
         ops.multibatch(2, [1, 2], [1, 2, 3])
     assert "2 items" in str(excinfo.value) and "3" in str(excinfo.value)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason="needs cupy and a CUDA device")
+def test_cupy_asarray_refuses_object_arrays():
+    from plait.backends.cupy_ops import CupyOps
+
+    with pytest.raises(TypeError, match="object"):
+        CupyOps().asarray(np.array([object()]))
