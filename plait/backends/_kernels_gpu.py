@@ -253,6 +253,15 @@ extern "C" __global__ void plait_softmax_bwd(real_t* dX, const real_t* dY, const
 }
 """
 
+_FAMILIES["dropout"] = r"""
+// Inverted-dropout mask from uniform draws U in [0, 1): `scale` (= 1 / (1 - drop)) where
+// U >= drop, else 0, as the reference's (coinflips >= drop) / (1 - drop). M may alias U.
+extern "C" __global__ void plait_dropout_fwd(real_t* M, const real_t* U, real_t drop,
+        real_t scale, long long N) {
+    PL_GRID_LOOP(i, N) { M[i] = U[i] >= drop ? scale : (real_t)0.0; }
+}
+"""
+
 _FAMILIES["mish"] = r"""
 // x * tanh(softplus(x)); the identity from `threshold` up, where tanh(softplus(x)) == 1.
 extern "C" __global__ void plait_mish_fwd(real_t* Y, const real_t* X, real_t threshold,
@@ -656,7 +665,15 @@ def launch(name: str, dtype: Any, n: int, args: tuple) -> None:
     n = int(n)
     if n <= 0:
         return
-    kernel = get_kernel(name, dtype)
+    import cupy
+
+    # NOTE: the kernel handle is cached per (name, dtype as given, device) in the same dict as
+    # the modules: get_kernel's dtype normalisation and lookups cost ~15 us of Python per
+    # launch, as much as a small kernel runs on the GPU.
+    key = (name, dtype, cupy.cuda.runtime.getDevice())
+    kernel = _MODULES.get(key)
+    if kernel is None:
+        kernel = _MODULES[key] = get_kernel(name, dtype)
     blocks = min((n + _BLOCK - 1) // _BLOCK, _MAX_BLOCKS)
     kernel((blocks,), (_BLOCK,), args)
 

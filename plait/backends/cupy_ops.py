@@ -27,6 +27,7 @@ from ..types import (
     Ints1d,
     Ints2d,
     IntsXd,
+    Shape,
 )
 from . import _kernels_gpu as _k
 from . import _murmur
@@ -35,6 +36,9 @@ from .ops import Ops
 
 _FAST_DTYPES = (numpy.dtype("float32"), numpy.dtype("float64"))
 _INT32_MAX = 2**31 - 1
+# Longest last axis that softmax's row kernel takes (measured on an H200, bench/gpu.py: at
+# 256 values a row it ran 1.4x slower than the reference's passes; at 10 it wins).
+_SOFTMAX_ROW_MAX = 64
 
 
 def _import_cupy() -> Any:
@@ -375,6 +379,20 @@ class CupyOps(Ops):
         _k.launch("plait_sigmoid_bwd", Y.dtype, Y.size, (dX, dY, Y, _k.i64(Y.size)))
         return dX
 
+    def get_dropout_mask(self, shape: Shape, drop: Optional[float]) -> FloatsXd:
+        if not isinstance(drop, (float, int, numpy.floating, numpy.integer)) or not 0 < drop < 1:
+            return super().get_dropout_mask(shape, drop)
+        shape = (shape,) if isinstance(shape, (int, numpy.integer)) else tuple(shape)
+        if any(not isinstance(d, (int, numpy.integer)) or d < 0 for d in shape):
+            return super().get_dropout_mask(shape, drop)
+        # One float32 draw per value and one kernel, where the reference draws float64 and
+        # runs three passes (compare, divide, cast).
+        mask = self.xp.random.random_sample(shape, dtype="float32")
+        scale = numpy.float32(1.0 / (1.0 - float(drop)))
+        _k.launch("plait_dropout_fwd", "float32", mask.size,
+                  (mask, mask, numpy.float32(drop), scale, _k.i64(mask.size)))
+        return mask
+
     @staticmethod
     def _last_axis(X: Any, axis: Any) -> bool:
         """Whether `axis` names the last axis of a non-empty-rowed array of 1 or more dims."""
@@ -385,7 +403,10 @@ class CupyOps(Ops):
     def softmax(
         self, x: FloatsT, *, inplace: bool = False, axis: int = -1, temperature: float = 1.0
     ) -> FloatsT:
-        if not (self._fast(x) and self._last_axis(x, axis) and temperature != 0):
+        # One thread per row: ahead of the reference's five passes for rows up to a few dozen
+        # values (class scores), behind it for long rows, whose reads it cannot coalesce.
+        if not (self._fast(x) and self._last_axis(x, axis) and x.shape[-1] <= _SOFTMAX_ROW_MAX
+                and temperature != 0):
             return super().softmax(x, inplace=inplace, axis=axis, temperature=temperature)
         Y = x if inplace else self.xp.empty_like(x)
         nC = x.shape[-1]
@@ -398,7 +419,8 @@ class CupyOps(Ops):
     def backprop_softmax(
         self, Y: FloatsT, dY: FloatsT, *, axis: int = -1, temperature: float = 1.0
     ) -> FloatsT:
-        if not (self._fast(Y, dY) and self._same_shape(Y, dY) and self._last_axis(Y, axis)):
+        if not (self._fast(Y, dY) and self._same_shape(Y, dY) and self._last_axis(Y, axis)
+                and Y.shape[-1] <= _SOFTMAX_ROW_MAX):
             return super().backprop_softmax(Y, dY, axis=axis, temperature=temperature)
         dX = self.xp.empty_like(Y)
         nC = Y.shape[-1]
@@ -696,7 +718,14 @@ class CupyOps(Ops):
         """Rescale `gradient` in place so its L2 norm is at most `threshold`, without a host round trip."""
         if not self._fast(gradient):
             return super().clip_gradient(gradient, threshold)
-        norm = self.xp.linalg.norm(gradient.ravel()).reshape((1,))
+        try:
+            from cupy import cublas
+        except ImportError:  # a cupy without the cuBLAS wrappers
+            norm = self.xp.linalg.norm(gradient.ravel()).reshape((1,))
+        else:
+            # One cuBLAS call whose result stays in device memory (no host sync), where
+            # linalg.norm runs three kernels and more Python.
+            norm = cublas.nrm2(gradient.ravel())
         _k.launch(
             "plait_clip_gradient_fwd", gradient.dtype, gradient.size,
             (gradient, self.xp.ascontiguousarray(norm, dtype=gradient.dtype),

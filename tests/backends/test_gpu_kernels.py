@@ -582,7 +582,7 @@ def test_cupy_ops_overrides_the_documented_fast_paths():
         "backprop_hard_swish_mobilenet", "reduce_sum", "reduce_mean", "reduce_max",
         "backprop_reduce_sum", "backprop_reduce_mean", "backprop_reduce_max", "hash",
         "gather_add", "scatter_add", "adam", "clip_gradient", "sigmoid", "backprop_sigmoid",
-        "softmax", "backprop_softmax",
+        "softmax", "backprop_softmax", "get_dropout_mask",
     }
     assert expected <= set(_overrides())
 
@@ -724,6 +724,11 @@ def _fake_cupy(emulators):
     )
     fake.RawModule = lambda code, options=(): _FakeRawModule(emulators, code, options)
     fake.linalg = types.SimpleNamespace(norm=_fake_function(numpy.linalg.norm))
+    fake.random = types.SimpleNamespace(
+        random_sample=lambda shape, dtype="float64": _to_fake(
+            numpy.random.default_rng(0).random(shape, dtype=dtype)
+        )
+    )
 
     def asarray(data, dtype=None):
         if isinstance(data, _FakeDeviceArray) and (dtype is None or data.dtype == dtype):
@@ -863,7 +868,7 @@ def test_emulated_softmax(emulators, dtype, temperature):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(9, 6), (2, 3, 5), (7,), (4, 1)])
+@pytest.mark.parametrize("shape", [(9, 6), (2, 3, 5), (7,), (4, 1), (3, 100)])
 @pytest.mark.parametrize("temperature", [1.0, 0.5])
 @pytest.mark.parametrize("inplace", [False, True])
 def test_cupy_ops_softmax_matches_reference(gops, ref, dtype, shape, temperature, inplace):
@@ -876,6 +881,30 @@ def test_cupy_ops_softmax_matches_reference(gops, ref, dtype, shape, temperature
     dY = _rand(numpy.random.default_rng(2), shape, dtype)
     dX_ref = ref.backprop_softmax(Y_ref, dY, temperature=temperature)
     _same(gops.backprop_softmax(_g(Y_ref), _g(dY), temperature=temperature), dX_ref)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_emulated_dropout_mask(emulators, dtype):
+    U = numpy.linspace(0.0, 0.999, 41).astype(dtype)
+    M = numpy.full_like(U, numpy.nan)
+    drop, scale = kg.real(dtype, 0.25), kg.real(dtype, 1 / 0.75)
+    emulators[dtype]("plait_dropout_fwd", M, U, drop, scale, kg.i64(U.size))
+    assert_array_equal(M, numpy.where(U >= drop, scale, 0).astype(dtype))
+
+
+@pytest.mark.parametrize("drop", [0.25, 0.5])
+def test_cupy_ops_dropout_mask(gops, ref, drop):
+    M = gops.get_dropout_mask((200, 50), drop)
+    assert M.dtype == numpy.float32 and M.shape == (200, 50)
+    values = numpy.unique(M.get())
+    assert set(values.tolist()) <= {0.0, float(numpy.float32(1 / (1 - drop)))}
+    assert abs(float((M.get() == 0).mean()) - drop) < 0.03
+    # The edges keep the reference's answers: all ones, all zeros, and its errors.
+    _same(gops.get_dropout_mask((3, 2), 0.0), ref.get_dropout_mask((3, 2), 0.0))
+    _same(gops.get_dropout_mask((3, 2), None), ref.get_dropout_mask((3, 2), None))
+    _same(gops.get_dropout_mask(4, 1.0), ref.get_dropout_mask(4, 1.0))
+    with pytest.raises(ValueError, match="shape"):
+        gops.get_dropout_mask((3, -1), drop)
 
 
 def test_cupy_ops_softmax_other_axes_and_errors_follow_the_reference(gops, ref):
@@ -1195,6 +1224,7 @@ def test_cupy_ops_fast_paths_launch_every_kernel(gops, monkeypatch):
     M, which = gops.reduce_max(X, L2)
     gops.backprop_reduce_max(M, which, L2)
     gops.backprop_sigmoid(X, gops.sigmoid(X))
+    gops.get_dropout_mask((5, 3), 0.25)
     gops.backprop_softmax(gops.softmax(X), X)
     gops.hash(_g(numpy.arange(5, dtype="uint64")), 1)
     table = _g(_rand(rng, (10, 3), "float32"))
