@@ -122,3 +122,33 @@ def test_median_and_ratio_helpers():
     assert _harness.ratio(200.0, 100.0, True) == 2.0  # throughput: plait twice as fast
     assert _harness.ratio(50.0, 100.0, False) == 2.0  # memory/time: plait half
     assert _harness.ratio(None, 1.0, True) is None
+
+
+def _gpu_run(*extra):
+    return subprocess.run(
+        [sys.executable, str(BENCH / "gpu.py"), *extra],
+        capture_output=True, text=True, cwd=str(REPO), timeout=600, encoding="utf8",
+    )
+
+
+def test_gpu_bench_without_a_gpu_says_so():
+    from _env import HAS_GPU
+
+    if HAS_GPU:
+        pytest.skip("this machine has a GPU: the gpu-marked smoke test below runs instead")
+    proc = _gpu_run("--quick", "--parts", "ops")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "needs CuPy and a CUDA device" in proc.stderr or "no CUDA device" in proc.stderr
+
+
+@pytest.mark.gpu
+def test_gpu_bench_quick_run_prints_both_tables():
+    from _env import HAS_GPU
+
+    if not HAS_GPU:
+        pytest.skip("needs cupy and a CUDA device")
+    proc = _gpu_run("--quick")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "## Hot Ops on the GPU" in proc.stdout and "## MNIST MLP on the GPU" in proc.stdout
+    row = _row(proc.stdout, "relu")
+    assert row is not None and row[1] not in ("-", "error"), row
