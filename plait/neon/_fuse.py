@@ -1,0 +1,1025 @@
+"""Fused execution of neon op-trees on the CPU: one compiled, blocked, multi-threaded pass.
+
+`execute(tree, out, rng=None)` evaluates a lazy neon expression (nested `(op_dict, left, right)`
+tuples over 2-D numpy arrays and scalars) straight into `out`. Each tree *signature* (the ops,
+each leaf's dtype, broadcast pattern and contiguity, out's dtype and layout) becomes C source,
+compiled once with the system compiler, loaded with ctypes and cached on disk and in memory.
+The values themselves (scalar constants, sizes, strides, pointers, the random seed) are
+arguments, so a training loop whose learning rate changes still hits the cache.
+
+How a tree runs:
+
+* Reductions (`sum max min argmax argmin`, axis 0, 1 or None) are split off as neon's GPU
+  backend did: each reduction node is its own pass into a small temporary of the reduced shape
+  ((1, n), (m, 1) or (1, 1)), innermost first, and the rest of the tree reads that temporary as
+  a broadcast operand. A reduction at the root writes into `out` directly. So
+  `exp(x - max(x, axis=0))` is two passes over x, never a temporary of x's size.
+* The elementwise pass walks `out` in tiles of about 16K elements, rows of a tile outermost and
+  the contiguous axis innermost (the problem is transposed when `out` is column-major), OpenMP
+  over tiles, every intermediate in registers.
+* `rand` is a counter-based generator: element (i, j) of stream k gets mix(seed_k + index), so
+  the values depend on the seed (drawn from `rng`) and the element, never on the thread count.
+
+`execute` returns False, computing nothing, for what it does not fuse (`dot`, `onehot`,
+`transpose` of an expression, argmax/argmin over axis None, integer or object dtypes, arrays
+that are not 2-D, empty arrays, no C compiler); the caller then evaluates with numpy.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import warnings
+import weakref
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from . import _fuse_c as C
+
+__all__ = ["execute", "cache_dir", "stats", "clear_memory_cache"]
+
+_NDARRAY = np.ndarray
+_SCALAR_TYPES = (int, float, bool, np.generic)
+_DTYPES = {"e": "_Float16", "f": "float", "d": "double"}
+_BINARY_OPS = frozenset(C.BINARY) - {"shift_v", "shift_e"} | {"shift"}
+_UNARY_OPS = frozenset(
+    ["neg", "abs", "sgn", "sqrt", "sqr", "exp", "log", "safelog", "exp2", "log2", "sig", "sig2",
+     "tanh", "tanh2", "rint", "finite"])
+_REDUCTION_OPS = frozenset(C.REDUCTIONS)
+_POW_SPECIAL = {2.0: "pow@2", 3.0: "pow@3", 1.0: "pow@1", 0.0: "pow@0", -1.0: "pow@-1",
+                -2.0: "pow@-2", 0.5: "pow@0.5", -0.5: "pow@-0.5"}
+# Elements per tile of the elementwise pass, and the widest column block.
+_TILE = 16384
+_COL_BLOCK = 4096
+_STRIDED_COL_BLOCK = 256
+# Below this many elements a pass runs on the calling thread (waking a team costs more).
+_SERIAL_ELEMENTS = 32768
+
+# Counters the tests and the bench read: kernels compiled, loaded from disk, plans built.
+_stats = {"compiled": 0, "loaded": 0, "plans": 0, "fallbacks": 0}
+
+
+class _Unsupported(Exception):
+    """A tree this module does not fuse: execute() returns False."""
+
+
+def stats() -> Dict[str, int]:
+    """Counts since import: kernels compiled, loaded from the disk cache, plans built."""
+    return dict(_stats)
+
+
+# --------------------------------------------------------------------------------------------
+# The compiler and the disk cache
+# --------------------------------------------------------------------------------------------
+
+_toolchain_lock = threading.Lock()
+_toolchain: Dict[str, Any] = {}
+
+
+def cache_dir() -> str:
+    """Where compiled kernels live: $PLAIT_CACHE_DIR/neon, else ~/.cache/plait/neon."""
+    root = os.environ.get("PLAIT_CACHE_DIR")
+    if root:
+        return os.path.join(root, "neon")
+    return os.path.join(os.path.expanduser("~"), ".cache", "plait", "neon")
+
+
+def _cpu_flags() -> frozenset:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def _arch_flags() -> List[str]:
+    """Instruction-set flags for this machine (the cache key includes them).
+
+    x86-64-v3 (AVX2, FMA, F16C) where the CPU has it, v4 (AVX-512) where it has that too; a
+    library built here is only ever loaded on a machine whose flags produce the same key.
+    """
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return []
+    flags = _cpu_flags()
+    v3 = {"avx", "avx2", "fma", "f16c", "bmi1", "bmi2", "movbe", "sse4_2", "popcnt"}
+    v4 = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
+    if v3 <= flags and v4 <= flags:
+        return ["-march=x86-64-v4", "-mprefer-vector-width=512"]
+    if v3 <= flags:
+        return ["-march=x86-64-v3"]
+    return []
+
+
+def _probe(cc: str, flags: List[str], source: str) -> bool:
+    with tempfile.TemporaryDirectory(prefix="plait-neon-probe-") as tmp:
+        src = os.path.join(tmp, "p.c")
+        with open(src, "w") as f:
+            f.write(source)
+        try:
+            r = subprocess.run([cc, *flags, "-shared", "-fPIC", src, "-o", os.path.join(tmp, "p.so")],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return False
+        return r.returncode == 0
+
+
+def _get_toolchain() -> Optional[Dict[str, Any]]:
+    """The C compiler, its identity and the flags; None when there is no working compiler."""
+    if "ok" in _toolchain:
+        return _toolchain if _toolchain["ok"] else None
+    with _toolchain_lock:
+        if "ok" in _toolchain:
+            return _toolchain if _toolchain["ok"] else None
+        cc = os.environ.get("PLAIT_NEON_CC") or os.environ.get("CC") or shutil.which("cc") \
+            or shutil.which("gcc") or shutil.which("clang")
+        info: Dict[str, Any] = {"ok": False}
+        if cc and (shutil.which(cc) or os.path.exists(cc)):
+            try:
+                ver = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
+                ident = (ver.stdout or ver.stderr).strip().splitlines()[0] if ver.returncode == 0 else ""
+            except (OSError, subprocess.SubprocessError, IndexError):
+                ident = ""
+            if ident:
+                base = ["-O3", "-std=gnu11", "-fno-math-errno", "-fno-trapping-math",
+                        "-ffp-contract=off", "-fopenmp-simd"] + _arch_flags()
+                if not _probe(cc, base, "int plait_probe(void) { return 0; }\n"):
+                    base = ["-O3", "-fno-math-errno", "-ffp-contract=off"]
+                    if not _probe(cc, base, "int plait_probe(void) { return 0; }\n"):
+                        base = None
+                if base is not None:
+                    omp = _probe(cc, base + ["-fopenmp"],
+                                 "#include <omp.h>\nint plait_probe(void) { return omp_get_max_threads(); }\n")
+                    f16 = _probe(cc, base, "float plait_probe(_Float16 *h) { return (float)h[0]; }\n")
+                    flags = base + (["-fopenmp"] if omp else [])
+                    info = {"ok": True, "cc": cc, "ident": ident, "flags": flags, "openmp": omp,
+                            "float16": f16}
+        _toolchain.clear()
+        _toolchain.update(info)
+        return _toolchain if info["ok"] else None
+
+
+def _sha(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+_lib_lock = threading.Lock()
+_libs: Dict[str, Any] = {}       # source hash -> loaded kernel function (or None: build failed)
+_keepalive: List[Any] = []       # the CDLL objects, so their code stays mapped
+
+
+def _load_kernel(source: str):
+    """The kernel function for `source`: from memory, else the disk cache, else compiled now.
+
+    Files: <key>.so and <key>.sha256 (the library's checksum); both are written to temporary
+    names and renamed into place, so readers never see half a file. A library that is missing
+    its checksum, fails it (truncated, corrupted) or fails to load is rebuilt.
+    """
+    tc = _get_toolchain()
+    if tc is None:
+        return None
+    key = hashlib.sha256("\0".join([source, tc["cc"], tc["ident"], " ".join(tc["flags"]),
+                                    sys.platform]).encode()).hexdigest()[:40]
+    fn = _libs.get(key, False)
+    if fn is not False:
+        return fn
+    with _lib_lock:
+        fn = _libs.get(key, False)
+        if fn is not False:
+            return fn
+        folder = cache_dir()
+        so_path = os.path.join(folder, key + ".so")
+        sum_path = os.path.join(folder, key + ".sha256")
+        fn = None
+        if os.path.exists(so_path):
+            try:
+                with open(sum_path) as f:
+                    expected = f.read().strip()
+                if expected and _sha(so_path) == expected:
+                    lib = ctypes.CDLL(so_path)
+                    fn = lib.plait_fused
+                    _keepalive.append(lib)
+                    _stats["loaded"] += 1
+            except (OSError, AttributeError):
+                fn = None
+        if fn is None:
+            fn = _compile(tc, source, folder, so_path, sum_path)
+        _libs[key] = fn
+        return fn
+
+
+def _compile(tc, source: str, folder: str, so_path: str, sum_path: str):
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        folder = tempfile.mkdtemp(prefix="plait-neon-")
+        so_path = os.path.join(folder, os.path.basename(so_path))
+        sum_path = os.path.join(folder, os.path.basename(sum_path))
+    tag = f".{os.getpid()}.{threading.get_ident()}.tmp"
+    src_tmp = so_path[:-3] + tag + ".c"
+    so_tmp = so_path + tag
+    sum_tmp = sum_path + tag
+    try:
+        with open(src_tmp, "w") as f:
+            f.write(source)
+        r = subprocess.run([tc["cc"], *tc["flags"], "-shared", "-fPIC", src_tmp, "-o", so_tmp, "-lm"],
+                           capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            warnings.warn(f"plait.neon: compiling a fused kernel failed, using numpy:\n{r.stderr[-2000:]}",
+                          RuntimeWarning, stacklevel=4)
+            return None
+        digest = _sha(so_tmp)
+        with open(sum_tmp, "w") as f:
+            f.write(digest + "\n")
+        os.replace(sum_tmp, sum_path)
+        os.replace(so_tmp, so_path)
+        lib = ctypes.CDLL(so_path)
+        _keepalive.append(lib)
+        _stats["compiled"] += 1
+        return lib.plait_fused
+    except (OSError, subprocess.SubprocessError, AttributeError) as err:
+        warnings.warn(f"plait.neon: could not build a fused kernel ({err}), using numpy",
+                      RuntimeWarning, stacklevel=4)
+        return None
+    finally:
+        for p in (src_tmp, so_tmp, sum_tmp):
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+
+
+# --------------------------------------------------------------------------------------------
+# Walking a tree: the signature key, the array leaves and the scalar constants
+# --------------------------------------------------------------------------------------------
+
+def _walk(node, toks: list, leaves: list, consts: list) -> None:
+    """Post-order tokens of `node`; arrays go to `leaves`, scalars to `consts`."""
+    if isinstance(node, tuple):
+        if len(node) != 3:
+            raise _Unsupported
+        opd, left, right = node
+        try:
+            op = opd["op"]
+        except (TypeError, KeyError):
+            raise _Unsupported from None
+        if op in _BINARY_OPS:
+            if op == "pow" and isinstance(right, _SCALAR_TYPES):
+                special = _POW_SPECIAL.get(float(right))
+                if special is not None:
+                    _walk(left, toks, leaves, consts)
+                    toks.append(special)
+                    return
+            elif op == "shift":
+                op = "shift_v" if opd.get("value", True) else "shift_e"
+            _walk(left, toks, leaves, consts)
+            _walk(right, toks, leaves, consts)
+            toks.append(op)
+        elif op in _UNARY_OPS:
+            _walk(left, toks, leaves, consts)
+            toks.append(op)
+        elif op in _REDUCTION_OPS:
+            axis = opd.get("axis")
+            if axis not in (0, 1, None):
+                raise _Unsupported
+            _walk(left, toks, leaves, consts)
+            toks.append((op, axis))
+        elif op == "rand":
+            toks.append("rand")
+        elif op == "binarize":
+            _walk(left, toks, leaves, consts)
+            toks.append("binarize_s" if opd.get("stochastic", True) else "binarize_d")
+        elif op == "transpose" and type(left) is _NDARRAY:
+            _walk(left.T, toks, leaves, consts)
+        else:
+            raise _Unsupported
+    elif type(node) is _NDARRAY or isinstance(node, _NDARRAY):
+        shape = node.shape
+        if len(shape) != 2:
+            if node.ndim == 0 and node.dtype.char in "efd?bhilqBHILQ":
+                consts.append(float(node))
+                toks.append("k" if node.dtype.char != "d" else "kd")
+                return
+            raise _Unsupported
+        ch = node.dtype.char
+        if ch not in "efd":
+            raise _Unsupported
+        m, n = shape
+        if m == 1 and n == 1:
+            consts.append(float(node[0, 0]))
+            toks.append("k" if ch != "d" else "kd")
+            return
+        if m == 0 or n == 0:
+            raise _Unsupported
+        s0, s1 = node.strides
+        isz = node.itemsize
+        if s0 % isz or s1 % isz:
+            raise _Unsupported
+        toks.append((ch, m == 1, n == 1, s0 == isz, s1 == isz))
+        leaves.append(node)
+    elif isinstance(node, _SCALAR_TYPES):
+        if isinstance(node, np.generic) and node.dtype.char not in "efd?bhilqBHILQ":
+            raise _Unsupported
+        consts.append(float(node))
+        toks.append("kd" if isinstance(node, np.float64) and not isinstance(node, float) else "k")
+    else:
+        raise _Unsupported
+
+
+# --------------------------------------------------------------------------------------------
+# Plans: a tree signature lowered into passes, each with its compiled kernel
+# --------------------------------------------------------------------------------------------
+
+class _N:
+    """A node of the lowered tree."""
+    __slots__ = ("kind", "op", "kids", "ref", "axis", "rk")
+
+    def __init__(self, kind, op=None, kids=(), ref=None, axis=None, rk=None):
+        self.kind = kind   # 'leaf' (ref = leaf index), 'tmp' (ref = temp index), 'const', 'rand', 'op', 'red'
+        self.op = op
+        self.kids = list(kids)
+        self.ref = ref
+        self.axis = axis
+        self.rk = rk       # rand stream index ('rand' and 'binarize_s')
+
+
+class _Pass:
+    __slots__ = ("red", "axis", "inputs", "dest", "tshape", "transposed", "fn", "has_rand",
+                 "nin", "dest_kind", "rank_src")
+
+
+def _flags_of(tok):
+    """(dim0 is 1, dim1 is 1, dim0 unit stride, dim1 unit stride) of a leaf token."""
+    return tok[1], tok[2], tok[3], tok[4]
+
+
+class _Plan:
+    """What one tree signature runs: passes, compiled kernels, how to fill their arguments."""
+
+    def __init__(self, toks: tuple, out_tok: tuple):
+        self.toks = toks
+        self.out_tok = out_tok
+        self.ok = False
+        self.passes: List[_Pass] = []
+        self.ntemps = 0
+        self.temp_shapes: List[Tuple[bool, bool]] = []   # (dim0 is 1, dim1 is 1) of each temp
+        self.has_rand = False
+        self._build()
+
+    # ---- lowering ----------------------------------------------------------------------
+    def _build(self):
+        tc = _get_toolchain()
+        if tc is None:
+            raise _Unsupported
+        leaf_toks = []
+        stack: List[_N] = []
+        ctype = "float"
+        nconst = 0
+        nrand = 0
+        for t in self.toks:
+            if isinstance(t, tuple) and len(t) == 5:
+                stack.append(_N("leaf", ref=len(leaf_toks)))
+                leaf_toks.append(t)
+                if t[0] == "d":
+                    ctype = "double"
+                elif t[0] == "e" and not tc["float16"]:
+                    raise _Unsupported
+            elif t in ("k", "kd"):
+                stack.append(_N("const", ref=nconst))
+                nconst += 1
+                if t == "kd":
+                    ctype = "double"
+            elif t == "rand":
+                stack.append(_N("rand", rk=nrand))
+                nrand += 1
+            elif isinstance(t, tuple):
+                op, axis = t
+                if op in ("argmax", "argmin") and axis is None:
+                    raise _Unsupported
+                stack.append(_N("red", op=op, kids=[stack.pop()], axis=axis))
+            elif t in C.BINARY:
+                b = stack.pop()
+                a = stack.pop()
+                stack.append(_N("op", op=t, kids=[a, b]))
+            elif t == "binarize_s":
+                stack.append(_N("op", op=t, kids=[stack.pop()], rk=nrand))
+                nrand += 1
+            else:
+                stack.append(_N("op", op=t, kids=[stack.pop()]))
+        if len(stack) != 1:
+            raise _Unsupported
+        if self.out_tok[0] == "d":
+            pass  # out's dtype only sets the final rounding
+        elif self.out_tok[0] == "e" and not tc["float16"]:
+            raise _Unsupported
+        self.ctype = ctype
+        self.tdtype = np.dtype(np.float64 if ctype == "double" else np.float32)
+        self.leaf_toks = leaf_toks
+        self.has_rand = nrand > 0
+        root = stack[0]
+        # Reductions become passes into temporaries, innermost first.
+        root = self._lower(root, top=True)
+        if root.kind != "done":
+            final = _Pass()
+            final.red = False
+            final.axis = None
+            final.dest = ("out",)
+            self._finish_pass(final, root, dest_flags=self._out_flags())
+            self.passes.append(final)
+        self.ok = True
+
+    def _out_flags(self):
+        t = self.out_tok
+        return (t[1], t[2], t[3], t[4])
+
+    def _space(self, node) -> Optional[Tuple[bool, bool]]:
+        """(dim0 is 1, dim1 is 1) of a subtree: a dim is 1 when every array in it has 1 there."""
+        d0 = d1 = True
+        seen = False
+        todo = [node]
+        while todo:
+            n = todo.pop()
+            if n.kind == "leaf":
+                t = self.leaf_toks[n.ref]
+                d0 &= t[1]
+                d1 &= t[2]
+                seen = True
+            elif n.kind == "tmp":
+                s = self.temp_shapes[n.ref]
+                d0 &= s[0]
+                d1 &= s[1]
+                seen = True
+            else:
+                todo.extend(n.kids)
+        return (d0, d1) if seen else None
+
+    def _lower(self, node: _N, top: bool = False) -> _N:
+        node.kids = [self._lower(k) for k in node.kids]
+        if node.kind != "red":
+            return node
+        space = self._space(node.kids[0])
+        if space is None:
+            raise _Unsupported      # a reduction over scalars and rand only: its shape is unknown
+        axis = node.axis
+        shape = (True if axis in (0, None) else space[0], True if axis in (1, None) else space[1])
+        p = _Pass()
+        p.red = node.op
+        p.axis = axis
+        out_flags = self._out_flags()
+        if top and (out_flags[0], out_flags[1]) == shape:
+            # The root is this reduction and out has its shape: write into out directly.
+            p.dest = ("out",)
+            self._finish_pass(p, node.kids[0], dest_flags=out_flags, space=space)
+            self.passes.append(p)
+            return _N("done")
+        ti = len(self.temp_shapes)
+        self.temp_shapes.append(shape)
+        p.dest = ("tmp", ti)
+        # A temp is C-contiguous: its one long dim (if any) has unit stride.
+        tflags = (shape[0], shape[1], shape[1], True)
+        self._finish_pass(p, node.kids[0], dest_flags=tflags, space=space)
+        self.passes.append(p)
+        return _N("tmp", ref=ti)
+
+    def _input_flags(self, n: _N):
+        if n.kind == "leaf":
+            t = self.leaf_toks[n.ref]
+            return (t[1], t[2], t[3], t[4]), t[0]
+        s = self.temp_shapes[n.ref]
+        return (s[0], s[1], s[1], True), self.tdtype.char
+
+    def _finish_pass(self, p: _Pass, expr: _N, dest_flags, space=None):
+        inputs: List[_N] = []
+        todo = [expr]
+        order = []
+        while todo:                      # inputs in a stable (pre-)order
+            n = todo.pop()
+            if n.kind in ("leaf", "tmp"):
+                inputs.append(n)
+            order.append(n)
+            todo.extend(reversed(n.kids))
+        p.inputs = [(n.kind, n.ref) for n in inputs]
+        # Orientation: the contiguous axis innermost. The reference array is the destination for
+        # an elementwise pass, the first full-shape input for a reduction.
+        if p.red:
+            ref = None
+            for n in inputs:
+                f, _ = self._input_flags(n)
+                if not f[0] and not f[1]:
+                    ref = f
+                    break
+            if ref is None:
+                ref = self._input_flags(inputs[0])[0] if inputs else dest_flags
+        else:
+            ref = dest_flags
+        d0is1, d1is1, c0, c1 = ref
+        if not d1is1 and c1:
+            tr = False
+        elif not d0is1 and c0:
+            tr = True
+        else:
+            tr = d1is1 and not d0is1
+        p.transposed = tr
+        p.has_rand = any(n.kind == "rand" or (n.kind == "op" and n.op == "binarize_s") for n in order)
+        if p.has_rand:
+            self.has_rand = True
+
+        def kclass(flags):
+            d0, d1, u0, u1 = flags
+            if tr:
+                d0, d1, u0, u1 = d1, d0, u1, u0
+            outer = "b" if d0 else "v"
+            inner = "b" if d1 else ("c" if u1 else "s")
+            return outer + inner
+
+        in_classes = []
+        in_types = []
+        for n in inputs:
+            f, ch = self._input_flags(n)
+            in_classes.append(kclass(f))
+            in_types.append(_DTYPES[ch])
+        dest_class = kclass(dest_flags)
+        if p.dest[0] == "out":
+            dest_type = _DTYPES[self.out_tok[0]]
+        else:
+            dest_type = _DTYPES[self.tdtype.char]
+        axis = p.axis
+        if p.red and axis is not None and tr:
+            axis = 1 - axis
+        src = _gen_source(self.ctype, expr, inputs, in_classes, in_types, dest_class, dest_type,
+                          p.red, axis)
+        fn = _load_kernel(src)
+        if fn is None:
+            raise _Unsupported
+        p.fn = fn
+        p.nin = len(inputs)
+
+
+# --------------------------------------------------------------------------------------------
+# Code generation
+# --------------------------------------------------------------------------------------------
+
+def _gen_expr(expr: _N, inputs: List[_N], in_classes, lines: List[str]) -> str:
+    """Emit statements computing `expr` at element (i, j); returns the result's variable."""
+    idx = {id(n): k for k, n in enumerate(inputs)}
+    counter = [0]
+
+    def emit(n: _N) -> str:
+        if n.kind in ("leaf", "tmp"):
+            k = idx[id(n)]
+            cls = in_classes[k]
+            if cls[1] == "c":
+                load = f"r{k}[j]"
+            elif cls[1] == "s":
+                load = f"r{k}[j * a{k}s1]"
+            else:
+                load = f"r{k}[0]"
+            v = f"v{counter[0]}"
+            counter[0] += 1
+            lines.append(f"const T {v} = (T){load};")
+            return v
+        if n.kind == "const":
+            return f"c{n.ref}"
+        if n.kind == "rand":
+            v = f"v{counter[0]}"
+            counter[0] += 1
+            lines.append(f"const T {v} = PL_RAND(sd{n.rk}, (uint64_t)(i * ri + j * rj));")
+            return v
+        args = [emit(k) for k in n.kids]
+        v = f"v{counter[0]}"
+        counter[0] += 1
+        if n.op == "binarize_s":
+            r = f"v{counter[0]}"
+            counter[0] += 1
+            lines.append(f"const T {r} = PL_RAND(sd{n.rk}, (uint64_t)(i * ri + j * rj));")
+            text = C.STOCHASTIC_BINARIZE.format(a=args[0], r=r)
+        elif len(args) == 2:
+            text = C.BINARY[n.op].format(a=args[0], b=args[1])
+        else:
+            text = C.UNARY[n.op].format(a=args[0])
+        lines.append(f"const T {v} = {text};")
+        return v
+
+    return emit(expr)
+
+
+def _consts_and_rands(expr: _N):
+    consts, rands = set(), set()
+    todo = [expr]
+    while todo:
+        n = todo.pop()
+        if n.kind == "const":
+            consts.add(n.ref)
+        elif n.kind == "rand" or (n.kind == "op" and n.op == "binarize_s"):
+            rands.add(n.rk)
+        todo.extend(n.kids)
+    return sorted(consts), sorted(rands)
+
+
+def _gen_source(ctype, expr, inputs, in_classes, in_types, dest_class, dest_type, red, axis) -> str:
+    """One translation unit: `void plait_fused(const int64_t *ia, const double *fa)`.
+
+    ia: M, N (in the kernel's orientation), threads, seed, rand index strides (ri, rj),
+    destination pointer and element strides, then pointer and strides of each input.
+    fa: the tree's scalar constants.
+    """
+    L = [C.PRELUDE, C.TYPE_MACROS[ctype]]
+    L.append("void plait_fused(const int64_t *ia, const double *fa) {")
+    L.append("const int64_t M = ia[0], N = ia[1]; const int nt = (int)ia[2];")
+    L.append("const uint64_t seed = (uint64_t)ia[3]; const int64_t ri = ia[4], rj = ia[5];")
+    L.append("(void)seed; (void)ri; (void)rj; (void)fa; (void)nt;")
+    L.append(f"{dest_type} *const pd = ({dest_type} *)(intptr_t)ia[6];")
+    L.append("const int64_t ds0 = ia[7], ds1 = ia[8]; (void)ds0; (void)ds1;")
+    for k, ty in enumerate(in_types):
+        b = 9 + 3 * k
+        L.append(f"const {ty} *const p{k} = (const {ty} *)(intptr_t)ia[{b}];")
+        L.append(f"const int64_t a{k}s0 = ia[{b + 1}], a{k}s1 = ia[{b + 2}];"
+                 f" (void)a{k}s0; (void)a{k}s1;")
+    consts, rands = _consts_and_rands(expr)
+    for c in consts:
+        L.append(f"const T c{c} = (T)fa[{c}];")
+    for r in rands:
+        L.append(f"const uint64_t sd{r} = pl_mix(seed + 0x9e3779b97f4a7c15ULL * {r + 1}ULL);")
+
+    def rows(indent=""):
+        out = []
+        for k, cls in enumerate(in_classes):
+            if cls[0] == "v":
+                out.append(f"{indent}const {in_types[k]} *const r{k} = p{k} + i * a{k}s0;")
+            else:
+                out.append(f"{indent}const {in_types[k]} *const r{k} = p{k};")
+        return out
+
+    body: List[str] = []
+    res = _gen_expr(expr, inputs, in_classes, body)
+    par = "#pragma omp parallel for num_threads(nt) schedule(static) if(nt > 1)"
+    dst_elem_ew = "pd[i * ds0 + j]" if dest_class[1] == "c" else "pd[i * ds0 + j * ds1]"
+    any_strided = any(c[1] == "s" for c in in_classes) or dest_class[1] == "s"
+    if not red:
+        cb = _STRIDED_COL_BLOCK if any_strided else _COL_BLOCK
+        L.append(f"const int64_t CB = N < {cb} ? N : {cb};")
+        L.append(f"int64_t RB = {_TILE} / CB; if (RB < 1) RB = 1; if (RB > M) RB = M;")
+        L.append("const int64_t nbr = (M + RB - 1) / RB, nbc = (N + CB - 1) / CB;")
+        L.append(par)
+        L.append("for (int64_t t = 0; t < nbr * nbc; t++) {")
+        L.append("const int64_t i0 = (t / nbc) * RB, j0 = (t % nbc) * CB;")
+        L.append("const int64_t i1 = i0 + RB < M ? i0 + RB : M, j1 = j0 + CB < N ? j0 + CB : N;")
+        L.append("for (int64_t i = i0; i < i1; i++) {")
+        L += rows()
+        L.append("#pragma GCC ivdep")
+        L.append("for (int64_t j = j0; j < j1; j++) {")
+        L += body
+        L.append(f"{dst_elem_ew} = ({dest_type}){res};")
+        L.append("}}}")
+        L.append("}")
+        return "\n".join(L) + "\n"
+
+    acc_t = "double" if red == "sum" else "T"
+    arg = red in ("argmax", "argmin")
+    if red == "sum":
+        init, comb = "0", f"acc += (double){res};"
+    elif red == "max":
+        init = "-(T)INFINITY"
+    elif red == "min":
+        init = "(T)INFINITY"
+    better = ">" if red in ("max", "argmax") else "<"
+    if axis == 1:
+        # Reduce along the inner axis: a row per iteration, rows across threads.
+        L.append(par)
+        L.append("for (int64_t i = 0; i < M; i++) {")
+        L += rows()
+        if arg:
+            L.append(f"T best = {'-' if red == 'argmax' else ''}(T)INFINITY; int64_t bi = 0;")
+            L.append("for (int64_t j = 0; j < N; j++) {")
+            L += body
+            L.append(f"if ({res} {better} best || ({res} != {res} && best == best)) {{ best = {res}; bi = j; }}")
+            L.append("}")
+            L.append(f"pd[i * ds0] = ({dest_type})bi;")
+        elif red == "sum":
+            L.append("double acc = 0;")
+            L.append("#pragma omp simd reduction(+:acc)")
+            L.append("for (int64_t j = 0; j < N; j++) {")
+            L += body
+            L.append(comb)
+            L.append("}")
+            L.append(f"pd[i * ds0] = ({dest_type})acc;")
+        else:
+            L.append(f"T acc = {init}; int64_t nanc = 0;")
+            L.append(f"#pragma omp simd reduction({red}:acc) reduction(+:nanc)")
+            L.append("for (int64_t j = 0; j < N; j++) {")
+            L += body
+            L.append(f"acc = {res} {better} acc ? {res} : acc; nanc += ({res} != {res});")
+            L.append("}")
+            L.append(f"pd[i * ds0] = ({dest_type})(nanc ? (T)NAN : acc);")
+        L.append("}")
+        L.append("}")
+        return "\n".join(L) + "\n"
+    if axis == 0:
+        # Reduce along the outer axis: a block of columns per iteration, accumulators on the stack.
+        L.append("const int64_t nbc = (N + 255) / 256;")
+        L.append(par)
+        L.append("for (int64_t t = 0; t < nbc; t++) {")
+        L.append("const int64_t j0 = t * 256, j1 = j0 + 256 < N ? j0 + 256 : N;")
+        if arg:
+            L.append(f"T best[256]; int64_t bix[256];")
+            L.append(f"for (int64_t j = 0; j < 256; j++) {{ best[j] = {'-' if red == 'argmax' else ''}(T)INFINITY; bix[j] = 0; }}")
+        else:
+            L.append(f"{acc_t} acc[256];")
+            L.append(f"for (int64_t j = 0; j < 256; j++) acc[j] = {init if red != 'sum' else '0'};")
+        L.append("for (int64_t i = 0; i < M; i++) {")
+        L += rows()
+        L.append("#pragma GCC ivdep")
+        L.append("for (int64_t j = j0; j < j1; j++) {")
+        L += body
+        if arg:
+            L.append(f"const int up = ({res} {better} best[j - j0]) || ({res} != {res} && best[j - j0] == best[j - j0]);")
+            L.append(f"best[j - j0] = up ? {res} : best[j - j0]; bix[j - j0] = up ? i : bix[j - j0];")
+        elif red == "sum":
+            L.append(f"acc[j - j0] += (double){res};")
+        else:
+            L.append(f"acc[j - j0] = ({res} {better} acc[j - j0] || {res} != {res}) ? {res} : acc[j - j0];")
+        L.append("}}")
+        dst = "pd[j * ds1]"
+        L.append("for (int64_t j = j0; j < j1; j++) " +
+                 (f"{dst} = ({dest_type})bix[j - j0];" if arg else f"{dst} = ({dest_type})acc[j - j0];"))
+        L.append("}")
+        L.append("}")
+        return "\n".join(L) + "\n"
+    # axis None: partial results per (row, chunk of columns), combined in a fixed order.
+    L.append("const int64_t CH = 8192, nch = (N + CH - 1) / CH;")
+    L.append(f"{acc_t} *part = ({acc_t} *)malloc(sizeof({acc_t}) * (size_t)(M * nch));")
+    L.append("int64_t *pnan = (int64_t *)calloc((size_t)(M * nch), sizeof(int64_t));")
+    L.append("if (!part || !pnan) { free(part); free(pnan); return; }")
+    L.append(par)
+    L.append("for (int64_t t = 0; t < M * nch; t++) {")
+    L.append("const int64_t i = t / nch, j0 = (t % nch) * CH, j1 = j0 + CH < N ? j0 + CH : N;")
+    L += rows()
+    if red == "sum":
+        L.append("double acc = 0;")
+        L.append("#pragma omp simd reduction(+:acc)")
+        L.append("for (int64_t j = j0; j < j1; j++) {")
+        L += body
+        L.append(comb)
+        L.append("}")
+        L.append("part[t] = acc;")
+    else:
+        L.append(f"T acc = {init}; int64_t nanc = 0;")
+        L.append(f"#pragma omp simd reduction({red}:acc) reduction(+:nanc)")
+        L.append("for (int64_t j = j0; j < j1; j++) {")
+        L += body
+        L.append(f"acc = {res} {better} acc ? {res} : acc; nanc += ({res} != {res});")
+        L.append("}")
+        L.append("part[t] = acc; pnan[t] = nanc;")
+    L.append("}")
+    if red == "sum":
+        L.append("double tot = 0; for (int64_t t = 0; t < M * nch; t++) tot += part[t];")
+        L.append(f"pd[0] = ({dest_type})tot;")
+    else:
+        L.append(f"T tot = {init}; int64_t nn = 0;")
+        L.append(f"for (int64_t t = 0; t < M * nch; t++) {{ tot = part[t] {better} tot ? part[t] : tot; nn += pnan[t]; }}")
+        L.append(f"pd[0] = ({dest_type})(nn ? (T)NAN : tot);")
+    L.append("free(part); free(pnan);")
+    L.append("}")
+    return "\n".join(L) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# Running a plan
+# --------------------------------------------------------------------------------------------
+
+_plans: Dict[tuple, Any] = {}          # signature -> _Plan, or None (unsupported)
+_plan_lock = threading.Lock()
+_ptrs: Dict[int, Tuple[Any, int]] = {}  # id(array) -> (weakref, data address)
+
+
+def _drop_ptr(key):
+    def cb(_ref):
+        _ptrs.pop(key, None)
+    return cb
+
+
+def _addr(a) -> int:
+    """The data address of an ndarray, remembered per live array (neon reuses its tensors)."""
+    k = id(a)
+    hit = _ptrs.get(k)
+    if hit is not None and hit[0]() is a:
+        return hit[1]
+    p = a.__array_interface__["data"][0]
+    try:
+        _ptrs[k] = (weakref.ref(a, _drop_ptr(k)), p)
+    except TypeError:
+        pass
+    return p
+
+
+_thread_fn = None
+
+
+def _env_threads() -> int:
+    for name in ("PLAIT_NUM_THREADS", "OMP_NUM_THREADS"):
+        raw = os.environ.get(name, "").split(",")[0].strip()
+        if raw.isdigit() and int(raw) > 0:
+            return int(raw)
+    return 1
+
+
+def _num_threads() -> int:
+    global _thread_fn
+    if _thread_fn is None:
+        try:
+            from plait.backends._threads import get_num_threads as g
+            _thread_fn = g
+        except Exception:
+            _thread_fn = _env_threads
+    try:
+        return max(1, int(_thread_fn()))
+    except Exception:
+        return 1
+
+
+def _extent(a, ptr) -> Tuple[int, int]:
+    lo = hi = ptr
+    for d, s in zip(a.shape, a.strides):
+        if d > 1:
+            if s >= 0:
+                hi += (d - 1) * s
+            else:
+                lo += (d - 1) * s
+    return lo, hi + a.itemsize
+
+
+def _shape_error(shapes, out_shape):
+    return ValueError(f"plait.neon: operands with shapes {', '.join(str(s) for s in shapes)} "
+                      f"do not broadcast together into out of shape {tuple(out_shape)}")
+
+
+_I64 = {}
+
+
+def _ia(vals):
+    n = len(vals)
+    t = _I64.get(n)
+    if t is None:
+        t = _I64[n] = ctypes.c_int64 * n
+    return t(*vals)
+
+
+def _run(plan: _Plan, leaves: list, consts: list, out: np.ndarray, rng) -> None:
+    temps: List[np.ndarray] = []
+    seed = 0
+    if plan.has_rand:
+        src = rng if rng is not None else np.random
+        seed = int.from_bytes(src.bytes(8), "little")
+        if seed >= 1 << 63:
+            seed -= 1 << 64
+    fa = (ctypes.c_double * max(1, len(consts)))(*consts)
+    nthreads = None
+    out_ptr = None
+    out_ext = None
+    for p in plan.passes:
+        if p.fn is None:
+            continue
+        arrays = []
+        addrs = []
+        for kind, ref in p.inputs:
+            if kind == "leaf":
+                a = leaves[ref]
+                arrays.append(a)
+                addrs.append(_addr(a))
+            else:
+                a = temps[ref]
+                arrays.append(a)
+                addrs.append(a.__array_interface__["data"][0])
+        # The pass's index space (original orientation) and the broadcast checks.
+        if p.red:
+            m = n = 1
+            for a in arrays:
+                s0, s1 = a.shape
+                if s0 != 1:
+                    if m == 1:
+                        m = s0
+                    elif s0 != m:
+                        raise _shape_error([x.shape for x in arrays], (m, n))
+                if s1 != 1:
+                    if n == 1:
+                        n = s1
+                    elif s1 != n:
+                        raise _shape_error([x.shape for x in arrays], (m, n))
+        else:
+            m, n = out.shape
+            for a in arrays:
+                s0, s1 = a.shape
+                if (s0 != 1 and s0 != m) or (s1 != 1 and s1 != n):
+                    raise _shape_error([x.shape for x in arrays], out.shape)
+        if p.dest[0] == "out":
+            dest = out
+            if p.red:
+                want = (1 if p.axis in (0, None) else m, 1 if p.axis in (1, None) else n)
+                if out.shape != want:
+                    raise ValueError(f"plait.neon: a reduction over axis {p.axis} of shape {(m, n)} "
+                                     f"gives {want}, which does not fit out of shape {out.shape}")
+            if out_ptr is None:
+                out_ptr = _addr(out)
+                out_ext = _extent(out, out_ptr)
+            # Inputs that overlap out without being out's own elements are read from a copy.
+            for k, a in enumerate(arrays):
+                if a is out and not p.red:
+                    continue
+                pa = addrs[k]
+                lo, hi = _extent(a, pa)
+                if lo < out_ext[1] and out_ext[0] < hi:
+                    if p.red or not (pa == out_ptr and a.strides == out.strides and a.shape == out.shape):
+                        a = arrays[k] = np.array(a, copy=True)
+                        addrs[k] = a.__array_interface__["data"][0]
+            dptr = out_ptr
+        else:
+            tshape = plan.temp_shapes[p.dest[1]]
+            dest = np.empty((1 if tshape[0] else m, 1 if tshape[1] else n), plan.tdtype)
+            temps.append(dest)
+            dptr = dest.__array_interface__["data"][0]
+        size = m * n
+        if nthreads is None:
+            nthreads = _num_threads()
+        nt = 1 if size < _SERIAL_ELEMENTS else nthreads
+        tr = p.transposed
+        if tr:
+            km, kn = n, m
+            ri, rj = 1, n
+        else:
+            km, kn = m, n
+            ri, rj = n, 1
+        vals = [km, kn, nt, seed, ri, rj, dptr]
+        isz = dest.itemsize
+        d0 = dest.strides[0] // isz if dest.shape[0] != 1 else 0
+        d1 = dest.strides[1] // isz if dest.shape[1] != 1 else 0
+        vals += (d1, d0) if tr else (d0, d1)
+        for k, a in enumerate(arrays):
+            isz = a.itemsize
+            s0, s1 = a.strides
+            sh0, sh1 = a.shape
+            s0 = s0 // isz if sh0 != 1 else 0
+            s1 = s1 // isz if sh1 != 1 else 0
+            vals.append(addrs[k])
+            vals += (s1, s0) if tr else (s0, s1)
+        p.fn(_ia(vals), fa)
+
+
+def execute(tree, out, rng=None) -> bool:
+    """Evaluate the op-tree `tree` into the 2-D array `out` in one fused pass; True when done.
+
+    False (nothing computed, nothing written) for trees this module does not fuse; a
+    ValueError naming the shapes for operands that do not broadcast into `out`.
+    """
+    if type(out) is not _NDARRAY and not isinstance(out, _NDARRAY):
+        return False
+    oshape = out.shape
+    if len(oshape) != 2 or out.dtype.char not in "efd" or oshape[0] == 0 or oshape[1] == 0 \
+            or not out.flags.writeable:
+        return False
+    toks: list = []
+    leaves: list = []
+    consts: list = []
+    try:
+        _walk(tree, toks, leaves, consts)
+    except _Unsupported:
+        _stats["fallbacks"] += 1
+        return False
+    osz = out.itemsize
+    s0, s1 = out.strides
+    if s0 % osz or s1 % osz:
+        return False
+    out_tok = (out.dtype.char, oshape[0] == 1, oshape[1] == 1, s0 == osz, s1 == osz)
+    key = (tuple(toks), out_tok)
+    plan = _plans.get(key, False)
+    if plan is False:
+        with _plan_lock:
+            plan = _plans.get(key, False)
+            if plan is False:
+                try:
+                    plan = _Plan(key[0], out_tok)
+                    _stats["plans"] += 1
+                except _Unsupported:
+                    plan = None
+                _plans[key] = plan
+    if plan is None:
+        _stats["fallbacks"] += 1
+        return False
+    _run(plan, leaves, consts, out, rng)
+    return True
+
+
+def clear_memory_cache() -> None:
+    """Forget the plans and loaded kernels (the disk cache stays): the next call reloads."""
+    with _plan_lock, _lib_lock:
+        _plans.clear()
+        _libs.clear()

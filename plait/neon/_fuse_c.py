@@ -1,0 +1,223 @@
+"""C text for the fused op-tree kernels: the shared helpers and the per-op expressions.
+
+Everything here is plain strings; `_fuse.py` assembles one translation unit per pass signature.
+The float transcendentals are written out branch-free (selects, bit tricks, polynomials) so the
+compiler vectorizes the loops that call them; glibc's scalar expf/logf would not vectorize
+without -ffast-math, which would also break numpy's NaN and infinity behaviour. The double
+versions call libm (float64 trees are rare in neon and keep libm's accuracy).
+"""
+
+PRELUDE = r"""
+#include <stdint.h>
+#include <math.h>
+#include <string.h>
+#include <stdlib.h>
+
+#ifdef __FMA__
+#define PL_FMAF(a, b, c) __builtin_fmaf((a), (b), (c))
+#else
+#define PL_FMAF(a, b, c) ((a) * (b) + (c))
+#endif
+
+static inline float pl_f_of(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline uint32_t pl_u_of(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+/* e**r for r in [-ln2/2, ln2/2] (a degree-6 minimax fit of the exponential), times 2**n. */
+static inline float pl_exp_core(float r, float n) {
+    float p = 1.9875691500e-4f;
+    p = PL_FMAF(p, r, 1.3981999507e-3f);
+    p = PL_FMAF(p, r, 8.3334519073e-3f);
+    p = PL_FMAF(p, r, 4.1665795894e-2f);
+    p = PL_FMAF(p, r, 1.6666665459e-1f);
+    p = PL_FMAF(p, r, 5.0000001201e-1f);
+    p = PL_FMAF(p, r * r, r + 1.0f);
+    int32_t ni = (int32_t)n;
+    int32_t n1 = ni >> 1, n2 = ni - n1;           /* two factors: 2**n may leave the normal range */
+    float s1 = pl_f_of((uint32_t)(n1 + 127) << 23);
+    float s2 = pl_f_of((uint32_t)(n2 + 127) << 23);
+    return p * s1 * s2;
+}
+
+static inline float pl_expf(float x) {
+    float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
+    xc = x != x ? 0.0f : xc;
+    float n = __builtin_rintf(xc * 1.44269504088896341f);
+    float r = PL_FMAF(n, -0.693359375f, xc);
+    r = PL_FMAF(n, 2.12194440e-4f, r);
+    float y = pl_exp_core(r, n);
+    y = x > 88.72283935546875f ? __builtin_inff() : y;
+    y = x < -103.97208404541015625f ? 0.0f : y;
+    return x != x ? x : y;
+}
+
+static inline float pl_exp2f(float x) {
+    float xc = x < -151.0f ? -151.0f : (x > 129.0f ? 129.0f : x);
+    xc = x != x ? 0.0f : xc;
+    float n = __builtin_rintf(xc);
+    float r = (xc - n) * 0.693147180559945309f;
+    float y = pl_exp_core(r, n);
+    y = x >= 128.0f ? __builtin_inff() : y;
+    y = x < -150.0f ? 0.0f : y;
+    return x != x ? x : y;
+}
+
+static inline float pl_logf(float x) {
+    int sub = x < 1.17549435e-38f;                  /* subnormals: scale into the normal range */
+    float xs = sub ? x * 8388608.0f : x;
+    uint32_t ix = pl_u_of(xs);
+    int32_t e = (int32_t)((ix >> 23) & 0xff) - 127 - (sub ? 23 : 0);
+    float m = pl_f_of((ix & 0x007fffffu) | 0x3f800000u);
+    int big = m > 1.41421356237f;
+    m = big ? m * 0.5f : m;
+    e = big ? e + 1 : e;
+    float f = m - 1.0f;
+    float z = f * f;
+    float p = 7.0376836292e-2f;
+    p = PL_FMAF(p, f, -1.1514610310e-1f);
+    p = PL_FMAF(p, f, 1.1676998740e-1f);
+    p = PL_FMAF(p, f, -1.2420140846e-1f);
+    p = PL_FMAF(p, f, 1.4249322787e-1f);
+    p = PL_FMAF(p, f, -1.6668057665e-1f);
+    p = PL_FMAF(p, f, 2.0000714765e-1f);
+    p = PL_FMAF(p, f, -2.4999993993e-1f);
+    p = PL_FMAF(p, f, 3.3333331174e-1f);
+    float fe = (float)e;
+    float y = f * z * p;
+    y = PL_FMAF(fe, -2.12194440e-4f, y);
+    y = PL_FMAF(-0.5f, z, y);
+    float res = f + y;
+    res = PL_FMAF(fe, 0.693359375f, res);
+    res = x == 0.0f ? -__builtin_inff() : res;
+    res = x < 0.0f ? __builtin_nanf("") : res;
+    res = x == __builtin_inff() ? x : res;
+    return x != x ? x : res;
+}
+
+static inline float pl_log2f(float x) { return pl_logf(x) * 1.44269504088896341f; }
+
+static inline float pl_tanhf(float x) {
+    float z = x * x;
+    float p = -5.70498872745e-3f;
+    p = PL_FMAF(p, z, 2.06390887954e-2f);
+    p = PL_FMAF(p, z, -5.37397155531e-2f);
+    p = PL_FMAF(p, z, 1.33314422036e-1f);
+    p = PL_FMAF(p, z, -3.33332819422e-1f);
+    float small = PL_FMAF(p * z, x, x);
+    float ax = __builtin_fabsf(x);
+    float big = 1.0f - 2.0f / (pl_expf(ax + ax) + 1.0f);
+    big = __builtin_copysignf(big, x);
+    return ax < 0.625f ? small : big;
+}
+
+static inline double pl_log2d(double x) { return log2(x); }
+
+/* splitmix64's finalizer over (seed, element index): a counter-based stream, so values depend
+   on the element only, never on the thread that computes it. */
+static inline uint64_t pl_mix(uint64_t z) {
+    z ^= z >> 30; z *= 0xbf58476d1ce4e5b9ULL;
+    z ^= z >> 27; z *= 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return z;
+}
+static inline float pl_randf(uint64_t seed, uint64_t idx) {
+    return (float)(pl_mix(seed + idx * 0x9e3779b97f4a7c15ULL) >> 40) * 5.9604644775390625e-08f;
+}
+static inline double pl_randd(uint64_t seed, uint64_t idx) {
+    return (double)(pl_mix(seed + idx * 0x9e3779b97f4a7c15ULL) >> 11) * 1.1102230246251565e-16;
+}
+"""
+
+# Per compute type: the names the op expressions use.
+TYPE_MACROS = {
+    "float": r"""
+typedef float T;
+#define PL_EXP(x) pl_expf(x)
+#define PL_EXP2(x) pl_exp2f(x)
+#define PL_LOG(x) pl_logf(x)
+#define PL_LOG2(x) pl_log2f(x)
+#define PL_TANH(x) pl_tanhf(x)
+#define PL_SQRT(x) __builtin_sqrtf(x)
+#define PL_ABS(x) __builtin_fabsf(x)
+#define PL_RINT(x) __builtin_rintf(x)
+#define PL_POW(x, y) powf((x), (y))
+#define PL_RAND(s, i) pl_randf((s), (i))
+#define PL_SAFE_MIN 1.9287498479639178e-22f
+#define PL_INV_LN2 1.44269504088896341f
+""",
+    "double": r"""
+typedef double T;
+#define PL_EXP(x) exp(x)
+#define PL_EXP2(x) exp2(x)
+#define PL_LOG(x) log(x)
+#define PL_LOG2(x) pl_log2d(x)
+#define PL_TANH(x) tanh(x)
+#define PL_SQRT(x) __builtin_sqrt(x)
+#define PL_ABS(x) __builtin_fabs(x)
+#define PL_RINT(x) __builtin_rint(x)
+#define PL_POW(x, y) pow((x), (y))
+#define PL_RAND(s, i) pl_randd((s), (i))
+#define PL_SAFE_MIN 1.9287498479639178e-22
+#define PL_INV_LN2 1.4426950408889634
+""",
+}
+
+# Unary ops: {a} is the operand's variable. numpy semantics (neon's CPU backend evaluated with
+# numpy): comparisons give 1.0/0.0, minimum/maximum and the reductions propagate NaN.
+UNARY = {
+    "neg": "-{a}",
+    "abs": "PL_ABS({a})",
+    "sgn": "({a} > (T)0 ? (T)1 : ({a} < (T)0 ? (T)-1 : {a}))",
+    "sqrt": "PL_SQRT({a})",
+    "sqr": "{a} * {a}",
+    "exp": "PL_EXP({a})",
+    "log": "PL_LOG({a})",
+    "safelog": "PL_LOG({a} > PL_SAFE_MIN ? {a} : ({a} != {a} ? {a} : PL_SAFE_MIN))",
+    "exp2": "PL_EXP2({a})",
+    "log2": "PL_LOG2({a})",
+    "sig": "(T)1 / ((T)1 + PL_EXP(-{a}))",
+    "sig2": "(T)1 / ((T)1 + PL_EXP2(-{a}))",
+    "tanh": "PL_TANH({a})",
+    "tanh2": "(PL_EXP2((T)2 * {a}) - (T)1) / (PL_EXP2((T)2 * {a}) + (T)1)",
+    "rint": "PL_RINT({a})",
+    "finite": "(T)(({a} - {a}) == (T)0)",
+    "binarize_d": "({a} >= (T)0 ? (T)1 : (T)-1)",
+    # pow with a constant exponent the signature names (the value itself is never baked in
+    # for other exponents): numpy's np.power gives the same within float rounding.
+    "pow@2": "{a} * {a}",
+    "pow@3": "{a} * {a} * {a}",
+    "pow@1": "{a}",
+    "pow@0": "(T)1",
+    "pow@-1": "(T)1 / {a}",
+    "pow@-2": "(T)1 / ({a} * {a})",
+    "pow@0.5": "PL_SQRT({a})",
+    "pow@-0.5": "(T)1 / PL_SQRT({a})",
+}
+
+BINARY = {
+    "add": "{a} + {b}",
+    "sub": "{a} - {b}",
+    "mul": "{a} * {b}",
+    "div": "{a} / {b}",
+    "eq": "(T)({a} == {b})",
+    "ne": "(T)({a} != {b})",
+    "lt": "(T)({a} < {b})",
+    "le": "(T)({a} <= {b})",
+    "gt": "(T)({a} > {b})",
+    "ge": "(T)({a} >= {b})",
+    "pow": "PL_POW({a}, {b})",
+    "minimum": "({a} != {a} ? {a} : ({a} < {b} ? {a} : {b}))",
+    "maximum": "({a} != {a} ? {a} : ({a} > {b} ? {a} : {b}))",
+    # neon's shift: by the power of two nearest |b| with b's sign (value=True), or by 2**b.
+    "shift_v": "{a} * ((({b} > (T)0) ? (T)1 : (({b} < (T)0) ? (T)-1 : {b})) * "
+               "PL_EXP2(PL_RINT(PL_LOG(PL_ABS({b}) > PL_SAFE_MIN ? PL_ABS({b}) : "
+               "(PL_ABS({b}) != PL_ABS({b}) ? PL_ABS({b}) : PL_SAFE_MIN)) * PL_INV_LN2)))",
+    "shift_e": "{a} * PL_EXP2({b})",
+}
+
+# Stochastic binarize draws one uniform per element: {r} is that draw.
+STOCHASTIC_BINARIZE = (
+    "({r} <= ((({a} + (T)1) / (T)2) < (T)0 ? (T)0 : ((({a} + (T)1) / (T)2) > (T)1 ? (T)1 : "
+    "(({a} + (T)1) / (T)2))) ? (T)1 : (T)-1)"
+)
+
+REDUCTIONS = ("sum", "max", "min", "argmax", "argmin")
