@@ -166,3 +166,40 @@ def col2im_nd(
         Y[(slice(None), slice(None)) + target] += col[(slice(None), slice(None)) + offs]
     crop = tuple(slice(pad[i], pad[i] + size[i]) for i in range(n))
     return xp.ascontiguousarray(Y[(slice(None), slice(None)) + crop])
+
+
+def _depth_taps(D: int, M: int, t: int, s: int, p: int, d: int):
+    """For each filter tap ti along the first spatial axis: (ti, m0, m1, z0), the output planes
+    [m0, m1) whose tap ti reads inside the input (input plane z0 + (m - m0) * s), or none."""
+    for ti in range(t):
+        off = ti * d - p  # input plane read by output plane 0
+        m0 = (-off + s - 1) // s if off < 0 else 0
+        m1 = min(M, (D - 1 - off) // s + 1) if D - 1 - off >= 0 else 0
+        if m1 > m0:
+            yield ti, m0, m1, m0 * s + off
+
+
+def fold_depth(xp: Any, X: Any, t: int, s: int, p: int, d: int, M: int) -> Any:
+    """A 3-D convolution's first spatial axis folded away: X (nB, C, D, H, W) ->
+    (nB * M, C * t, H, W), row (n, m), channel (c, ti) holding input plane m * s - p + ti * d
+    (zeros where that plane is padding). A 3-D convolution of X with W (O, C, t, kh, kw) is then
+    the 2-D convolution of this with W.reshape(O, C * t, kh, kw), output (nB, M) images."""
+    nB, C, D, H, W = X.shape
+    out = xp.zeros((nB, M, C, t, H, W), dtype=X.dtype)
+    for ti, m0, m1, z0 in _depth_taps(D, M, t, s, p, d):
+        z1 = z0 + (m1 - m0 - 1) * s + 1
+        out[:, m0:m1, :, ti] = X[:, :, z0:z1:s].transpose(0, 2, 1, 3, 4)
+    return out.reshape(nB * M, C * t, H, W)
+
+
+def unfold_depth(xp: Any, Xg: Any, nB: int, D: int, t: int, s: int, p: int, d: int) -> Any:
+    """fold_depth's adjoint: (nB * M, C * t, H, W) -> (nB, C, D, H, W), every folded value added
+    back onto the input plane it was read from (values read from padding dropped)."""
+    nBM, Ct, H, W = Xg.shape
+    M, C = nBM // max(nB, 1), Ct // t
+    Xg = Xg.reshape(nB, M, C, t, H, W)
+    out = xp.zeros((nB, C, D, H, W), dtype=Xg.dtype)
+    for ti, m0, m1, z0 in _depth_taps(D, M, t, s, p, d):
+        z1 = z0 + (m1 - m0 - 1) * s + 1
+        out[:, :, z0:z1:s] += Xg[:, m0:m1, :, ti].transpose(0, 2, 1, 3, 4)
+    return out

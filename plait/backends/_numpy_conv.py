@@ -6,10 +6,15 @@ with its backprop whole (_kernels_cpu/conv.pyx).
 
 The settings are read and checked by the same code as the Ops reference's (so a bad call raises
 the same error); the kernels take float32/float64 C-contiguous arrays and decline everything
-else, which the reference computes. Other spatial ranks stay there.
+else, which the reference computes. 3-D products run on the same 2-D kernels with the first
+spatial axis folded into the batch and the channels (_conv.fold_depth: each output plane's
+input planes become channels); other spatial ranks stay with the reference.
 """
 from typing import Any, Sequence, Tuple
 
+import numpy
+
+from ._conv import fold_depth, unfold_depth
 from ._conv_ops import ConvOps, _n_spatial, _settings
 
 try:
@@ -33,6 +38,16 @@ def _im2col_2d(X: Any, k: tuple, s: tuple, p: tuple, d: tuple, out: tuple, pad_v
                            float(pad_value), channels_first)
 
 
+def _folds(A: Any, B: Any) -> bool:
+    """Whether a 3-D product can go to the 2-D kernels folded (they take what this admits)."""
+    return (
+        _conv_gemm is not None
+        and isinstance(A, numpy.ndarray) and isinstance(B, numpy.ndarray)
+        and A.dtype == B.dtype and A.dtype in (numpy.float32, numpy.float64)
+        and A.ndim == 5 and B.ndim == 5 and A.size > 0 and B.size > 0
+    )
+
+
 class ConvKernels:
     """Mixin for NumpyOps; each method overrides the Ops reference with the identical signature."""
 
@@ -51,6 +66,13 @@ class ConvKernels:
                 Y = _conv_gemm.forward(X, W, b, s, p, d, G, out)
                 if Y is not None:
                     return Y
+            elif len(k) == 3 and _folds(X, W):
+                nB, O, M = X.shape[0], W.shape[0], out[0]
+                Xg = fold_depth(numpy, X, k[0], s[0], p[0], d[0], M)
+                W2 = W.reshape(O, -1, k[1], k[2])
+                Y = _conv_gemm.forward(Xg, W2, b, s[1:], p[1:], d[1:], G, out[1:])
+                if Y is not None:
+                    return numpy.ascontiguousarray(Y.reshape((nB, M, O) + out[1:]).transpose(0, 2, 1, 3, 4))
             return super()._conv_forward(X, W, b, k, s, p, d, G, out)
 
         def _conv_backward_data(self, dY: Any, W: Any, size: tuple, s: tuple, p: tuple, d: tuple, G: int) -> Any:
@@ -58,6 +80,14 @@ class ConvKernels:
                 dX = _conv_gemm.backward_data(dY, W, tuple(size), s, p, d, G)
                 if dX is not None:
                     return dX
+            elif len(size) == 3 and _folds(dY, W):
+                nB, O, M = dY.shape[:3]
+                t = W.shape[2]
+                dYg = numpy.ascontiguousarray(dY.transpose(0, 2, 1, 3, 4)).reshape((nB * M, O) + dY.shape[3:])
+                W2 = W.reshape(O, -1, W.shape[3], W.shape[4])
+                dXg = _conv_gemm.backward_data(dYg, W2, tuple(size[1:]), s[1:], p[1:], d[1:], G)
+                if dXg is not None:
+                    return unfold_depth(numpy, dXg, nB, size[0], t, s[0], p[0], d[0])
             return super()._conv_backward_data(dY, W, size, s, p, d, G)
 
         def _conv_backward_filter(self, dY: Any, X: Any, k: tuple, s: tuple, p: tuple, d: tuple, G: int) -> Any:
@@ -65,6 +95,13 @@ class ConvKernels:
                 dW = _conv_gemm.backward_filter(dY, X, k, s, p, d, G)
                 if dW is not None:
                     return dW
+            elif len(k) == 3 and _folds(dY, X):
+                nB, O, M = dY.shape[:3]
+                Xg = fold_depth(numpy, X, k[0], s[0], p[0], d[0], M)
+                dYg = numpy.ascontiguousarray(dY.transpose(0, 2, 1, 3, 4)).reshape((nB * M, O) + dY.shape[3:])
+                dW = _conv_gemm.backward_filter(dYg, Xg, k[1:], s[1:], p[1:], d[1:], G)
+                if dW is not None:
+                    return dW.reshape((O, X.shape[1] // G) + tuple(k))
             return super()._conv_backward_filter(dY, X, k, s, p, d, G)
 
         def _conv_backward_bias(self, dY: Any) -> Any:
