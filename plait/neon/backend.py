@@ -658,13 +658,19 @@ class Backend:
         """1 where ``a`` is neither infinite nor NaN, else 0 (neon's CPU backend lacked it)."""
         return OpTreeNode.build("finite", a, None, out=out)
 
-    def binarize(self, a, stochastic=True, out=None):
+    def binarize(self, a, *args, stochastic=True, out=None):
         """+1/-1 by sign (``stochastic=False``) or drawn with P(+1) = clip((a+1)/2, 0, 1).
 
-        Also accepts neon's CPU call form ``binarize(a, out, stochastic=True)``.
+        Takes the page's form ``binarize(a, stochastic=True, out=None)`` and neon's CPU form
+        ``binarize(a, out, stochastic=True)``; positional arguments are told apart by type.
         """
-        if isinstance(stochastic, Tensor):
-            stochastic, out = (out if isinstance(out, (bool, np.bool_)) else True), stochastic
+        if len(args) > 2:
+            raise TypeError("binarize(a, stochastic=True, out=None) takes at most 3 positional arguments")
+        for arg in args:
+            if isinstance(arg, Tensor):
+                out = arg
+            else:
+                stochastic = arg
         return OpTreeNode.build("binarize", a, None, stochastic=bool(stochastic), out=out)
 
     def rand(self, out=None):

@@ -773,9 +773,6 @@ class NervanaCPU(Backend):
             new = new + beta * dw[rows]
         dw[rows] = new.astype(dw.dtype)
 
-    def binarize(self, a, stochastic=True, out=None):
-        return Backend.binarize(self, a, stochastic, out)
-
     def Relu(self, ary, out=None):
         """max(ary, 0) on ndarrays."""
         return np.maximum(ary, 0, out) if out is not None else np.maximum(ary, 0)
