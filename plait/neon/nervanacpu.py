@@ -901,6 +901,7 @@ class NervanaCPU(Backend):
 
     # -- convolution, deconvolution, pooling: plait.neon._layers --------------------------------
     def conv_layer(self, dtype, N, C, K, *args, **kwargs):
+        kwargs.setdefault("lib", self)  # the backend, for caffe-mode output sizes
         return _layers_call("conv_layer", dtype, N, C, K, *args, **kwargs)
 
     def fprop_conv(self, layer, I, F, O, *args, **kwargs):
@@ -913,6 +914,7 @@ class NervanaCPU(Backend):
         return _layers_call("update_conv", layer, I, E, grad_F, *args, **kwargs)
 
     def deconv_layer(self, dtype, N, C, K, *args, **kwargs):
+        kwargs.setdefault("lib", self)  # the backend, for caffe-mode output sizes
         return _layers_call("deconv_layer", dtype, N, C, K, *args, **kwargs)
 
     def fprop_deconv(self, layer, I, F, O, *args, **kwargs):
@@ -925,6 +927,7 @@ class NervanaCPU(Backend):
         return _layers_call("update_deconv", layer, I, E, grad_F, *args, **kwargs)
 
     def pool_layer(self, dtype, op, N, C, *args, **kwargs):
+        kwargs.setdefault("lib", self)  # the backend, for caffe-mode output sizes
         return _layers_call("pool_layer", dtype, op, N, C, *args, **kwargs)
 
     def fprop_pool(self, layer, I, O, *args, **kwargs):
