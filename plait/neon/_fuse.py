@@ -176,6 +176,31 @@ def _sha(path: str) -> str:
 _lib_lock = threading.Lock()
 _libs: Dict[str, Any] = {}       # source hash -> loaded kernel function (or None: build failed)
 _keepalive: List[Any] = []       # the CDLL objects, so their code stays mapped
+_opened: set = set()             # library paths this process has dlopen()ed
+
+
+def _dlopen(path: str):
+    """ctypes.CDLL(path), from a private copy when this process opened `path` before.
+
+    The dynamic loader hands back an already-loaded library for a path it has seen, so a file
+    rebuilt after damage would otherwise never be read again in this process.
+    """
+    if path in _opened:
+        fd, alias = tempfile.mkstemp(suffix=".so", dir=os.path.dirname(path))
+        os.close(fd)
+        try:
+            shutil.copyfile(path, alias)
+            lib = ctypes.CDLL(alias)
+        finally:
+            try:
+                os.unlink(alias)
+            except OSError:
+                pass
+    else:
+        lib = ctypes.CDLL(path)
+    _opened.add(path)
+    _keepalive.append(lib)
+    return lib
 
 
 def _load_kernel(source: str):
@@ -206,9 +231,7 @@ def _load_kernel(source: str):
                 with open(sum_path) as f:
                     expected = f.read().strip()
                 if expected and _sha(so_path) == expected:
-                    lib = ctypes.CDLL(so_path)
-                    fn = lib.plait_fused
-                    _keepalive.append(lib)
+                    fn = _dlopen(so_path).plait_fused
                     _stats["loaded"] += 1
             except (OSError, AttributeError):
                 fn = None
@@ -243,10 +266,9 @@ def _compile(tc, source: str, folder: str, so_path: str, sum_path: str):
             f.write(digest + "\n")
         os.replace(sum_tmp, sum_path)
         os.replace(so_tmp, so_path)
-        lib = ctypes.CDLL(so_path)
-        _keepalive.append(lib)
+        fn = _dlopen(so_path).plait_fused
         _stats["compiled"] += 1
-        return lib.plait_fused
+        return fn
     except (OSError, subprocess.SubprocessError, AttributeError) as err:
         warnings.warn(f"plait.neon: could not build a fused kernel ({err}), using numpy",
                       RuntimeWarning, stacklevel=4)
