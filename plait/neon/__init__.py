@@ -12,6 +12,7 @@ neon keeps in ``neon``), ``plait.neon.backend`` is ``neon.backends.backend``,
 """
 import numpy as np
 
+from .autodiff import Autodiff
 from .backend import Backend, Block, OpCollection, OpTreeNode, Tensor
 from .nervanacpu import CPUTensor, NervanaCPU
 
@@ -75,10 +76,3 @@ def gen_backend(backend="cpu", rng_seed=None, datatype=np.float32, batch_size=0,
     be.bsz = batch_size
     return be
 
-
-def __getattr__(name):
-    if name == "Autodiff":
-        from .autodiff import Autodiff
-
-        return Autodiff
-    raise AttributeError(f"module 'plait.neon' has no attribute {name!r}")

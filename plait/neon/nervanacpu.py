@@ -118,7 +118,7 @@ class CPUTensor(Tensor):
 
     def __setitem__(self, key, value):
         view = self[key]
-        if view._tensor.size and not np.shares_memory(view._tensor, self._tensor):
+        if view._tensor.size and not np.may_share_memory(view._tensor, self._tensor):
             # advanced (array) indexing gives a copy: evaluate, then scatter with numpy.
             view._assign(value)
             self._tensor[key] = view._tensor.reshape(self._tensor[key].shape)
@@ -620,7 +620,7 @@ class NervanaCPU(Backend):
             )
         a, b, c = self._matmul_operand(A), self._matmul_operand(B), C._tensor
         direct = (beta == 0 and alpha == 1.0 and c.flags.c_contiguous and c.dtype == np.result_type(a, b)
-                  and not np.shares_memory(c, a) and not np.shares_memory(c, b))
+                  and not np.may_share_memory(c, a) and not np.may_share_memory(c, b))
         if direct:
             np.dot(a, b, out=c)
             if relu:

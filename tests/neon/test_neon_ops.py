@@ -393,6 +393,17 @@ def test_compound_dot(be, trans, alpha, beta, relu):
     _close(C.get(), prod + beta * c0.astype(np.float32))
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float64])
+def test_compound_dot_other_dtypes(be, dtype):
+    a, b, c0 = _rand((6, 5), seed=1), _rand((5, 4), seed=2), _rand((6, 4), seed=3)
+    A, B, C = be.array(a, dtype=dtype), be.array(b, dtype=dtype), be.array(c0, dtype=dtype)
+    hc = _host(C)
+    be.compound_dot(A, B, C, alpha=0.5, beta=1.0)
+    tol = dict(rtol=5e-3, atol=5e-3) if dtype == np.float16 else TOL[dtype]
+    assert C.dtype == dtype
+    np.testing.assert_allclose(_host(C), 0.5 * _host(A) @ _host(B) + hc, **tol)
+
+
 def test_compound_dot_into_a_slice_and_bsum(be):
     a, b = _rand((3, 4), seed=1), _rand((4, 5), seed=2)
     A, B = be.array(a), be.array(b)

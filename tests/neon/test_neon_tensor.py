@@ -290,7 +290,10 @@ def test_optree_helpers(be):
     assert tree.pp() == "((a + 1) * a)"
     key, t2i, i2t = tree.intrinsic_key_maps()
     assert t2i == {a: 0} and i2t == {0: a}
-    assert OpTreeNode.list_to_optree(OpTreeNode.optree_to_list(tree)) == tree or True
+    as_list = OpTreeNode.optree_to_list(tree)
+    assert isinstance(as_list, list) and as_list[1][1] is a
+    back = OpTreeNode.list_to_optree(as_list)
+    assert isinstance(back, OpTreeNode) and back.key() == tree.key()
     np.testing.assert_array_equal(tree.asnumpyarray(), [[2, 6]])
     assert isinstance(tree.astensor(), CPUTensor)
     out = be.empty((2, 1))
