@@ -695,3 +695,43 @@ def test_layers_delegation_reports_missing_pieces(be, monkeypatch):
     assert seen["kw"]["bias"] is bias._tensor and seen["kw"]["alpha"] == 2.0
     with pytest.raises(NotImplementedError, match="bprop_pool"):
         be.bprop_pool("L", I, O)
+
+
+def test_nested_dots_reductions_and_transposes(be):
+    """Deep trees mixing dot, reductions over both axes, transposes and broadcasting."""
+    xs = [_rand((3, 3), 0.5, 1.5, seed=s) for s in range(5)]
+    X = [be.array(x) for x in xs]
+    h = [_host(t) for t in X]
+    out = be.empty((3, 3))
+    f4 = be.dot(1.0 / X[3], (X[4] / X[2]).T).T
+    f5 = be.dot(X[3], (X[4] - X[0]).T)
+    f6 = be.dot(X[2] / f4.T, f5 + X[3]).T
+    out[:] = (be.std(be.var(X[0], axis=0), axis=1) + be.max(X[1], axis=0) + be.min(X[1], axis=0)
+              + be.std(X[2]).T + f4 + 1.0 / be.dot(f5, f6))
+    r4 = (1.0 / h[3] @ (h[4] / h[2]).T).T
+    r5 = h[3] @ (h[4] - h[0]).T
+    r6 = ((h[2] / r4.T) @ (r5 + h[3])).T
+    expected = (np.std(np.var(h[0], axis=0, keepdims=True), axis=1, keepdims=True)
+                + h[1].max(axis=0, keepdims=True) + h[1].min(axis=0, keepdims=True)
+                + np.std(h[2]) + r4 + 1.0 / (r5 @ r6))
+    np.testing.assert_allclose(out.get(), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_reductions_into_row_and_column_slices(be):
+    x = _rand((5, 8), seed=3)
+    X = be.array(x)
+    h = _host(X)
+    rows = be.empty((4, 8))
+    rows[0, :] = be.mean(X, axis=0)
+    rows[1, :] = be.max(X, axis=0) + be.min(X, axis=0)
+    rows[2, :] = be.std(X)
+    rows[3, :] = be.argmax(X, axis=0)
+    np.testing.assert_allclose(rows.get()[0], h.mean(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(rows.get()[1], h.max(axis=0) + h.min(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(rows.get()[2], np.full(8, h.std()), rtol=1e-5)
+    np.testing.assert_array_equal(rows.get()[3], h.argmax(axis=0))
+    cols = be.empty((5, 2))
+    cols[:, 0] = be.std(X, axis=1)
+    cols[:, 1] = be.argmin(X, axis=1)
+    np.testing.assert_allclose(cols.get()[:, 0], h.std(axis=1), rtol=1e-5)
+    np.testing.assert_array_equal(cols.get()[:, 1], h.argmin(axis=1))
