@@ -55,6 +55,12 @@ def describe_operand(x):
 
 def broadcast_shape(op, a, b, a_shape, b_shape):
     """numpy's broadcasting of two operand shapes, with an error that names both operands."""
+    if a_shape == b_shape:
+        return a_shape
+    if len(a_shape) == len(b_shape) == 2:
+        (a0, a1), (b0, b1) = a_shape, b_shape
+        if (a0 == b0 or a0 == 1 or b0 == 1) and (a1 == b1 or a1 == 1 or b1 == 1):
+            return (a0 if b0 == 1 else b0, a1 if b1 == 1 else b1)
     try:
         return tuple(np.broadcast_shapes(tuple(a_shape), tuple(b_shape)))
     except ValueError:
@@ -174,7 +180,7 @@ class OpTreeNode(tuple):
     def build(op, a, b, out=None, **kwargs):
         """Make the node ``op(a, b)`` (checking shapes); with ``out`` given, assign it to ``out`` now."""
         for side, arg in (("left", a), ("right", b)):
-            if arg is None or _is_scalar(arg) or isinstance(arg, (Tensor, OpTreeNode)):
+            if arg is None or isinstance(arg, (Tensor, OpTreeNode, int, float)) or _is_scalar(arg):
                 continue
             if isinstance(arg, (np.ndarray, list, tuple)):
                 raise TypeError(

@@ -118,6 +118,9 @@ class CPUTensor(Tensor):
 
     def __setitem__(self, key, value):
         view = self[key]
+        if view is self:
+            self._assign(value)
+            return
         if view._tensor.size and not np.may_share_memory(view._tensor, self._tensor):
             # advanced (array) indexing gives a copy: evaluate, then scatter with numpy.
             view._assign(value)
