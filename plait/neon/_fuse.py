@@ -226,13 +226,10 @@ def _load_kernel(source: str):
         so_path = os.path.join(folder, key + ".so")
         sum_path = os.path.join(folder, key + ".sha256")
         fn = None
-        if os.path.exists(so_path):
+        if os.path.exists(so_path) and _verified(so_path, sum_path):
             try:
-                with open(sum_path) as f:
-                    expected = f.read().strip()
-                if expected and _sha(so_path) == expected:
-                    fn = _dlopen(so_path).plait_fused
-                    _stats["loaded"] += 1
+                fn = _dlopen(so_path).plait_fused
+                _stats["loaded"] += 1
             except (OSError, AttributeError):
                 fn = None
         if fn is None:
@@ -241,7 +238,8 @@ def _load_kernel(source: str):
         return fn
 
 
-def _compile(tc, source: str, folder: str, so_path: str, sum_path: str):
+def _build(tc, source: str, folder: str, so_path: str, sum_path: str, extra=()) -> Optional[str]:
+    """Compile `source` into so_path (checksum beside it), atomically; the path or None."""
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError:
@@ -249,29 +247,27 @@ def _compile(tc, source: str, folder: str, so_path: str, sum_path: str):
         so_path = os.path.join(folder, os.path.basename(so_path))
         sum_path = os.path.join(folder, os.path.basename(sum_path))
     tag = f".{os.getpid()}.{threading.get_ident()}.tmp"
-    src_tmp = so_path[:-3] + tag + ".c"
+    src_tmp = so_path + tag + ".c"
     so_tmp = so_path + tag
     sum_tmp = sum_path + tag
     try:
         with open(src_tmp, "w") as f:
             f.write(source)
-        r = subprocess.run([tc["cc"], *tc["flags"], "-shared", "-fPIC", src_tmp, "-o", so_tmp, "-lm"],
+        r = subprocess.run([tc["cc"], *tc["flags"], *extra, "-shared", "-fPIC", src_tmp, "-o", so_tmp, "-lm"],
                            capture_output=True, text=True, timeout=300)
         if r.returncode != 0:
             warnings.warn(f"plait.neon: compiling a fused kernel failed, using numpy:\n{r.stderr[-2000:]}",
-                          RuntimeWarning, stacklevel=4)
+                          RuntimeWarning, stacklevel=5)
             return None
         digest = _sha(so_tmp)
         with open(sum_tmp, "w") as f:
             f.write(digest + "\n")
         os.replace(sum_tmp, sum_path)
         os.replace(so_tmp, so_path)
-        fn = _dlopen(so_path).plait_fused
-        _stats["compiled"] += 1
-        return fn
-    except (OSError, subprocess.SubprocessError, AttributeError) as err:
+        return so_path
+    except (OSError, subprocess.SubprocessError) as err:
         warnings.warn(f"plait.neon: could not build a fused kernel ({err}), using numpy",
-                      RuntimeWarning, stacklevel=4)
+                      RuntimeWarning, stacklevel=5)
         return None
     finally:
         for p in (src_tmp, so_tmp, sum_tmp):
@@ -279,6 +275,96 @@ def _compile(tc, source: str, folder: str, so_path: str, sum_path: str):
                 os.unlink(p)
             except OSError:
                 pass
+
+
+def _verified(so_path: str, sum_path: str) -> bool:
+    """The library exists and matches its recorded checksum."""
+    try:
+        with open(sum_path) as f:
+            expected = f.read().strip()
+        return bool(expected) and _sha(so_path) == expected
+    except OSError:
+        return False
+
+
+def _compile(tc, source: str, folder: str, so_path: str, sum_path: str):
+    path = _build(tc, source, folder, so_path, sum_path)
+    if path is None:
+        return None
+    try:
+        fn = _dlopen(path).plait_fused
+    except (OSError, AttributeError) as err:
+        warnings.warn(f"plait.neon: could not load a fused kernel ({err}), using numpy",
+                      RuntimeWarning, stacklevel=4)
+        return None
+    _stats["compiled"] += 1
+    return fn
+
+
+# The C runtime (walk + argument packing + call); see _fuse_rt.py. _UNSET until first use.
+_UNSET = object()
+_rt: Any = _UNSET
+
+
+def _get_rt():
+    """The compiled per-call runtime, or None (no compiler, PLAIT_NEON_FUSE_RT=0, build failed)."""
+    global _rt
+    if _rt is not _UNSET:
+        return _rt
+    with _lib_lock:
+        if _rt is not _UNSET:
+            return _rt
+        _rt = None
+        tc = _get_toolchain()
+        if tc is None or os.environ.get("PLAIT_NEON_FUSE_RT", "1").strip() == "0":
+            return None
+        try:
+            import importlib.machinery
+            import importlib.util
+            import sysconfig
+            from . import _fuse_rt
+            incs = ["-I" + sysconfig.get_paths()["include"], "-I" + np.get_include()]
+            key = hashlib.sha256("\0".join([_fuse_rt.SOURCE, tc["cc"], tc["ident"], " ".join(tc["flags"]),
+                                            sys.version, np.__version__, *incs]).encode()).hexdigest()[:40]
+            folder = cache_dir()
+            so_path = os.path.join(folder, key + ".rt.so")
+            sum_path = os.path.join(folder, key + ".rt.sha256")
+            if not (os.path.exists(so_path) and _verified(so_path, sum_path)):
+                if _build(tc, _fuse_rt.SOURCE, folder, so_path, sum_path, extra=["-O2", *incs]) is None:
+                    return None
+                _stats["compiled"] += 1
+            loader = importlib.machinery.ExtensionFileLoader("_plait_neon_rt", so_path)
+            spec = importlib.util.spec_from_file_location("_plait_neon_rt", so_path, loader=loader)
+            mod = importlib.util.module_from_spec(spec)
+            loader.exec_module(mod)
+            mod.init(*_rt_tables())
+            _rt = mod
+        except Exception as err:  # any failure: the Python path still works
+            warnings.warn(f"plait.neon: the fused-call runtime is unavailable ({err}); using the "
+                          f"slower Python path", RuntimeWarning, stacklevel=3)
+            _rt = None
+        return _rt
+
+
+def _rt_tables():
+    """The token strings the C walk returns: the same ones the Python walk builds."""
+    opmap = {}
+    for op in _UNARY_OPS:
+        opmap[op] = (1, op)
+    for op in _BINARY_OPS - {"pow", "shift"}:
+        opmap[op] = (2, op)
+    opmap["pow"] = (3, "pow")
+    opmap["shift"] = (4, ("shift_v", "shift_e"))
+    for op in _REDUCTION_OPS:
+        opmap[op] = (5, (f"{op}/0", f"{op}/1", f"{op}/N"))
+    opmap["rand"] = (6, "rand")
+    opmap["binarize"] = (7, ("binarize_s", "binarize_d"))
+    opmap["transpose"] = (8, "")
+    bits = [(f >> 3 & 1, f >> 2 & 1, f >> 1 & 1, f & 1) for f in range(16)]
+    leaf = tuple(f"L{ch}{a}{b}{c}{d}" for ch in "efd" for a, b, c, d in bits)
+    out = tuple(f"O{ch}{a}{b}{c}{d}" for ch in "efd" for a, b, c, d in bits)
+    pows = tuple((float(v), t) for v, t in _POW_SPECIAL.items())
+    return opmap, leaf, out, pows, "k", "kd", "rand"
 
 
 # --------------------------------------------------------------------------------------------
@@ -297,7 +383,10 @@ def _walk(node, toks: list, leaves: list, consts: list) -> None:
             raise _Unsupported from None
         if op in _BINARY_OPS:
             if op == "pow" and isinstance(right, _SCALAR_TYPES):
-                special = _POW_SPECIAL.get(float(right))
+                try:
+                    special = _POW_SPECIAL.get(float(right))
+                except (TypeError, ValueError):
+                    raise _Unsupported from None
                 if special is not None:
                     _walk(left, toks, leaves, consts)
                     toks.append(special)
@@ -315,7 +404,7 @@ def _walk(node, toks: list, leaves: list, consts: list) -> None:
             if axis not in (0, 1, None):
                 raise _Unsupported
             _walk(left, toks, leaves, consts)
-            toks.append((op, axis))
+            toks.append(f"{op}/{'N' if axis is None else int(axis)}")
         elif op == "rand":
             toks.append("rand")
         elif op == "binarize":
@@ -333,8 +422,9 @@ def _walk(node, toks: list, leaves: list, consts: list) -> None:
                 toks.append("k" if node.dtype.char != "d" else "kd")
                 return
             raise _Unsupported
-        ch = node.dtype.char
-        if ch not in "efd":
+        dt = node.dtype
+        ch = dt.char
+        if ch not in "efd" or not dt.isnative:
             raise _Unsupported
         m, n = shape
         if m == 1 and n == 1:
@@ -347,7 +437,7 @@ def _walk(node, toks: list, leaves: list, consts: list) -> None:
         isz = node.itemsize
         if s0 % isz or s1 % isz:
             raise _Unsupported
-        toks.append((ch, m == 1, n == 1, s0 == isz, s1 == isz))
+        toks.append(f"L{ch}{int(m == 1)}{int(n == 1)}{int(s0 == isz)}{int(s1 == isz)}")
         leaves.append(node)
     elif isinstance(node, _SCALAR_TYPES):
         if isinstance(node, np.generic) and node.dtype.char not in "efd?bhilqBHILQ":
@@ -388,9 +478,10 @@ def _flags_of(tok):
 class _Plan:
     """What one tree signature runs: passes, compiled kernels, how to fill their arguments."""
 
-    def __init__(self, toks: tuple, out_tok: tuple):
-        self.toks = toks
-        self.out_tok = out_tok
+    def __init__(self, key: tuple):
+        self.toks = key[:-1]
+        o = key[-1]
+        self.out_tok = (o[1], o[2] == "1", o[3] == "1", o[4] == "1", o[5] == "1")
         self.ok = False
         self.passes: List[_Pass] = []
         self.ntemps = 0
@@ -409,7 +500,8 @@ class _Plan:
         nconst = 0
         nrand = 0
         for t in self.toks:
-            if isinstance(t, tuple) and len(t) == 5:
+            if t[0] == "L":
+                t = (t[1], t[2] == "1", t[3] == "1", t[4] == "1", t[5] == "1")
                 stack.append(_N("leaf", ref=len(leaf_toks)))
                 leaf_toks.append(t)
                 if t[0] == "d":
@@ -424,8 +516,9 @@ class _Plan:
             elif t == "rand":
                 stack.append(_N("rand", rk=nrand))
                 nrand += 1
-            elif isinstance(t, tuple):
-                op, axis = t
+            elif "/" in t:
+                op, ax = t.split("/")
+                axis = None if ax == "N" else int(ax)
                 if op in ("argmax", "argmin") and axis is None:
                     raise _Unsupported
                 stack.append(_N("red", op=op, kids=[stack.pop()], axis=axis))
@@ -458,6 +551,14 @@ class _Plan:
             final.dest = ("out",)
             self._finish_pass(final, root, dest_flags=self._out_flags())
             self.passes.append(final)
+        # One elementwise pass over exactly the tree's leaves: the C runtime can run it alone.
+        self.fast = None
+        self.fast_tr = 0
+        only = self.passes[0]
+        if len(self.passes) == 1 and not only.red and \
+                only.inputs == [("leaf", i) for i in range(len(leaf_toks))]:
+            self.fast = ctypes.cast(only.fn, ctypes.c_void_p).value
+            self.fast_tr = int(only.transposed)
         self.ok = True
 
     def _out_flags(self):
@@ -896,14 +997,15 @@ def _ia(vals):
     return t(*vals)
 
 
-def _run(plan: _Plan, leaves: list, consts: list, out: np.ndarray, rng) -> None:
+def _seed(rng) -> int:
+    """The kernel's 64-bit seed (as a signed int64), drawn from rng (numpy's global one if None)."""
+    src = rng if rng is not None else np.random
+    seed = int.from_bytes(src.bytes(8), "little")
+    return seed - (1 << 64) if seed >= 1 << 63 else seed
+
+
+def _run(plan: _Plan, leaves: list, consts: list, out: np.ndarray, seed: int) -> None:
     temps: List[np.ndarray] = []
-    seed = 0
-    if plan.has_rand:
-        src = rng if rng is not None else np.random
-        seed = int.from_bytes(src.bytes(8), "little")
-        if seed >= 1 << 63:
-            seed -= 1 << 64
     fa = (ctypes.c_double * max(1, len(consts)))(*consts)
     nthreads = None
     out_ptr = None
@@ -996,47 +1098,65 @@ def _run(plan: _Plan, leaves: list, consts: list, out: np.ndarray, rng) -> None:
         p.fn(_ia(vals), fa)
 
 
-def execute(tree, out, rng=None) -> bool:
-    """Evaluate the op-tree `tree` into the 2-D array `out` in one fused pass; True when done.
-
-    False (nothing computed, nothing written) for trees this module does not fuse; a
-    ValueError naming the shapes for operands that do not broadcast into `out`.
-    """
-    if type(out) is not _NDARRAY and not isinstance(out, _NDARRAY):
-        return False
-    oshape = out.shape
-    if len(oshape) != 2 or out.dtype.char not in "efd" or oshape[0] == 0 or oshape[1] == 0 \
-            or not out.flags.writeable:
-        return False
-    toks: list = []
-    leaves: list = []
-    consts: list = []
-    try:
-        _walk(tree, toks, leaves, consts)
-    except _Unsupported:
-        _stats["fallbacks"] += 1
-        return False
-    osz = out.itemsize
-    s0, s1 = out.strides
-    if s0 % osz or s1 % osz:
-        return False
-    out_tok = (out.dtype.char, oshape[0] == 1, oshape[1] == 1, s0 == osz, s1 == osz)
-    key = (tuple(toks), out_tok)
+def _plan_for(key: tuple):
     plan = _plans.get(key, False)
     if plan is False:
         with _plan_lock:
             plan = _plans.get(key, False)
             if plan is False:
                 try:
-                    plan = _Plan(key[0], out_tok)
+                    plan = _Plan(key)
                     _stats["plans"] += 1
                 except _Unsupported:
                     plan = None
                 _plans[key] = plan
+    return plan
+
+
+def execute(tree, out, rng=None) -> bool:
+    """Evaluate the op-tree `tree` into the 2-D array `out` in one fused pass; True when done.
+
+    False (nothing computed, nothing written) for trees this module does not fuse; a
+    ValueError naming the shapes for operands that do not broadcast into `out`. With `rand`
+    (or stochastic `binarize`) in the tree, one 64-bit seed is drawn from `rng`.
+    """
+    rt = _rt if _rt is not _UNSET else _get_rt()
+    got = rt.walk(tree, out) if rt is not None else None
+    if got is not None:
+        key, leaves, consts = got
+    else:
+        if not isinstance(out, _NDARRAY):
+            return False
+        oshape = out.shape
+        if len(oshape) != 2 or out.dtype.char not in "efd" or oshape[0] == 0 or oshape[1] == 0 \
+                or not out.flags.writeable or not out.dtype.isnative:
+            return False
+        osz = out.itemsize
+        s0, s1 = out.strides
+        if s0 % osz or s1 % osz:
+            return False
+        toks: list = []
+        leaves = []
+        consts = []
+        try:
+            _walk(tree, toks, leaves, consts)
+        except _Unsupported:
+            _stats["fallbacks"] += 1
+            return False
+        toks.append(f"O{out.dtype.char}{int(oshape[0] == 1)}{int(oshape[1] == 1)}"
+                    f"{int(s0 == osz)}{int(s1 == osz)}")
+        key = tuple(toks)
+    plan = _plans.get(key, False)
+    if plan is False:
+        plan = _plan_for(key)
     if plan is None:
         _stats["fallbacks"] += 1
         return False
-    _run(plan, leaves, consts, out, rng)
+    seed = _seed(rng) if plan.has_rand else 0
+    if plan.fast is not None and rt is not None:
+        if rt.run1(plan.fast, out, leaves, consts, plan.fast_tr, _num_threads(), seed) == 0:
+            return True
+    _run(plan, leaves, consts, out, seed)
     return True
 
 
