@@ -424,3 +424,56 @@ def test_a_damaged_cache_file_is_rebuilt(monkeypatch, tmp_path, damage):
     check(tree, out32())
     assert _fuse.stats()["compiled"] == before + 1
     assert so.read_bytes() != b"" and len(so.read_bytes()) == len(data)
+
+
+# ---- the C runtime and the Python path agree ----------------------------------------------
+
+WALK_TREES = [
+    N("add", N("mul", X, Y), ROW),
+    N("sig", N("add", N("mul", X, 0.5), COL)),
+    N("pow", POS, 2), N("pow", POS, np.float32(0.5)), N("pow", POS, 1.7), N("pow", POS, Y),
+    N("shift", X, Y, value=False), N("shift", X, Y),
+    N("binarize", X), N("binarize", X, stochastic=False),
+    N("sum", X, axis=0), N("max", X, axis=1), N("min", X, axis=None), N("argmax", X, axis=0),
+    N("rand"), N("transpose", X.T),
+    N("add", X, np.array([[2.0]], np.float64)), N("add", X, np.array([[2.0]], np.float32)),
+    N("add", X, True), N("mul", X, np.int64(3)), N("sub", X, np.float64(0.25)),
+    N("add", X.astype(np.float16), X.astype(np.float64)),
+    N("add", X[::2, ::3], np.asfortranarray(Y)[::2, ::3]),
+]
+
+
+@pytest.mark.skipif(_fuse._get_rt() is None, reason="the C runtime did not build")
+@pytest.mark.parametrize("k", range(len(WALK_TREES)))
+def test_c_walk_gives_the_python_key(k):
+    tree = WALK_TREES[k]
+    out = out32(X[::2, ::3].shape) if k == len(WALK_TREES) - 1 else out32()
+    got = _fuse._rt.walk(tree, out)
+    assert got is not None
+    toks, leaves, consts = [], [], []
+    _fuse._walk(tree, toks, leaves, consts)
+    assert got[0][:-1] == tuple(toks)
+    assert [id(a) for a in got[1]] == [id(a) for a in leaves] or k == 15   # transpose: new view
+    assert got[2] == consts
+
+
+def test_c_walk_defers_what_it_does_not_know():
+    rt = _fuse._get_rt()
+    if rt is None:
+        pytest.skip("the C runtime did not build")
+    assert rt.walk(N("add", X, np.zeros((2, 2, 2), np.float32)), out32()) is None
+    assert rt.walk(N("dot", X, Y), out32()) is None
+    assert rt.walk(N("add", X, 1.0), np.zeros((M, Nn), np.int32)) is None
+
+
+def test_python_path_matches_the_c_path(monkeypatch):
+    trees = [N("add", N("mul", X, Y), ROW), N("exp", N("sub", X, N("max", X, axis=0))),
+             N("tanh", N("add", X[::2, ::3], 1.0))]
+    outs = [out32(), out32(), out32(X[::2, ::3].shape)]
+    fast = [run(t, o).copy() for t, o in zip(trees, outs)]
+    monkeypatch.setattr(_fuse, "_rt", None)
+    for t, o, f in zip(trees, outs, fast):
+        o[...] = np.nan
+        np.testing.assert_array_equal(run(t, o), f)
+    with pytest.raises(ValueError, match="do not broadcast"):
+        _fuse.execute(N("add", X, np.zeros((5, Nn), np.float32)), out32())
