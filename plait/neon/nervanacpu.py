@@ -526,8 +526,10 @@ class NervanaCPU(Backend):
 
     def empty(self, shape, dtype=None, name=None, persist_values=True, parallel=False,
               distributed=False):
+        """A new tensor; zero-filled like neon's CPU backend's (calloc'd pages, so still cheap),
+        since code written against it may have relied on that."""
         dtype = self._dtype(dtype)
-        return self.tensor_cls(self, ary=np.empty(self._shape(shape), dtype), dtype=dtype, name=name,
+        return self.tensor_cls(self, ary=np.zeros(self._shape(shape), dtype), dtype=dtype, name=name,
                                persist_values=persist_values)
 
     def array(self, ary, dtype=None, name=None, persist_values=True, parallel=False,

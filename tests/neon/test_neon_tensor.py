@@ -93,6 +93,7 @@ def test_allocation(be):
         assert t.shape == (3, 4) and t.dtype == np.float32 and t.size == 12
         np.testing.assert_array_equal(t.get(), np.full((3, 4), fill))
     assert be.empty((2, 5), dtype=np.float16).dtype == np.float16
+    np.testing.assert_array_equal(be.empty((3, 3)).get(), 0)  # zeroed, as neon's CPU backend's
     a = be.array(np.arange(6).reshape(2, 3), dtype=np.int32, name="a")
     assert a.dtype == np.int32 and a.name == "a"
     np.testing.assert_array_equal(a.get(), np.arange(6).reshape(2, 3))
