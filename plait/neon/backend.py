@@ -72,6 +72,21 @@ def broadcast_shape(op, a, b, a_shape, b_shape):
         ) from None
 
 
+def _bad_operand(op, side, arg):
+    """None for a scalar operand; NotImplemented (or a TypeError) for anything else."""
+    if _is_scalar(arg):
+        return None
+    if isinstance(arg, (np.ndarray, list, tuple)):
+        raise TypeError(
+            f"'{op}': the {side} operand is a {type(arg).__name__}; op-trees take backend "
+            f"tensors and scalars only. Wrap host data with be.array(...) first."
+        )
+    return NotImplemented
+
+
+_FAST_LEAVES = frozenset({int, float})
+
+
 class Tensor:
     """The n-dimensional array of a backend: at least 2-D, the batch on the last axis.
 
@@ -179,15 +194,14 @@ class OpTreeNode(tuple):
     @staticmethod
     def build(op, a, b, out=None, **kwargs):
         """Make the node ``op(a, b)`` (checking shapes); with ``out`` given, assign it to ``out`` now."""
-        for side, arg in (("left", a), ("right", b)):
-            if arg is None or isinstance(arg, (Tensor, OpTreeNode, int, float)) or _is_scalar(arg):
-                continue
-            if isinstance(arg, (np.ndarray, list, tuple)):
-                raise TypeError(
-                    f"'{op}': the {side} operand is a {type(arg).__name__}; op-trees take backend "
-                    f"tensors and scalars only. Wrap host data with be.array(...) first."
-                )
-            return NotImplemented
+        if not (a is None or type(a) in _FAST_LEAVES or isinstance(a, _NODE_TYPES)):
+            bad = _bad_operand(op, "left", a)
+            if bad is not None:
+                return bad
+        if not (b is None or type(b) in _FAST_LEAVES or isinstance(b, _NODE_TYPES)):
+            bad = _bad_operand(op, "right", b)
+            if bad is not None:
+                return bad
 
         if op == "assign":
             if not isinstance(a, Tensor):
@@ -195,10 +209,17 @@ class OpTreeNode(tuple):
             node = OpTreeNode({"op": "assign", "shape": tuple(a.shape)}, a, b)
             return node.execute()
 
-        shape = OpTreeNode._infer_shape(op, a, b, kwargs)
+        if op in _BINARY_EW and b is not None:
+            # the common case, inlined: an elementwise binary op
+            a_shape = a[0]["shape"] if type(a) is OpTreeNode else OpTreeNode._operand_shape(a)
+            b_shape = b[0]["shape"] if type(b) is OpTreeNode else OpTreeNode._operand_shape(b)
+            shape = a_shape if a_shape == b_shape else broadcast_shape(op, a, b, a_shape, b_shape)
+        else:
+            shape = OpTreeNode._infer_shape(op, a, b, kwargs)
         op_dict = {"op": op, "shape": shape}
-        op_dict.update(kwargs)
-        node = OpTreeNode(op_dict, a, b)
+        if kwargs:
+            op_dict.update(kwargs)
+        node = tuple.__new__(OpTreeNode, (op_dict, a, b))
         if out is not None:
             return OpTreeNode({"op": "assign", "shape": tuple(out.shape)}, out, node).execute()
         return node
@@ -432,6 +453,10 @@ class OpTreeNode(tuple):
 
     def __hash__(self):
         return id(self)
+
+
+_NODE_TYPES = (Tensor, OpTreeNode)
+_BINARY_EW = OpCollection.binary_ops - {"assign", "dot"}
 
 
 class Block:

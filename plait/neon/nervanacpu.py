@@ -117,6 +117,9 @@ class CPUTensor(Tensor):
         return self._view(ary)
 
     def __setitem__(self, key, value):
+        if key.__class__ is slice and key == _ALL:
+            self._assign(value)
+            return
         view = self[key]
         if view is self:
             self._assign(value)
@@ -131,7 +134,7 @@ class CPUTensor(Tensor):
     def _assign(self, value):
         """Write ``value`` (op-tree, tensor, scalar or host array) into this tensor."""
         if isinstance(value, (CPUTensor, OpTreeNode)):
-            OpTreeNode.build("assign", self, value)
+            self.backend._execute_assign(self, value)
         elif isinstance(value, (int, float, np.number, np.bool_, np.ndarray, list)):
             self.set(value)
         else:
@@ -424,20 +427,27 @@ def _get_fuse():
 
 def fuse_enabled():
     """Whether assignments are offered to ``plait.neon._fuse`` (``PLAIT_NEON_FUSE=0`` turns it off)."""
-    return os.environ.get("PLAIT_NEON_FUSE", "1") != "0" and _get_fuse() is not None
+    if _fuse_module is _FUSE_UNSET:
+        _get_fuse()
+    return _fuse_module is not None and os.environ.get("PLAIT_NEON_FUSE") != "0"
 
 
 def _to_arrays(node):
     """The op-tree with every Tensor leaf (and onehot's index tensor) replaced by its ndarray."""
-    if isinstance(node, OpTreeNode):
-        d = node[0]
-        if "idx" in d and isinstance(d["idx"], CPUTensor):
-            d = dict(d)
-            d["idx"] = d["idx"]._tensor
-        return OpTreeNode(d, _to_arrays(node[1]), _to_arrays(node[2]))
-    if isinstance(node, CPUTensor):
-        return node._tensor
-    return node
+    d, left, right = node
+    if "idx" in d and isinstance(d["idx"], CPUTensor):
+        d = dict(d)
+        d["idx"] = d["idx"]._tensor
+    tl, tr = type(left), type(right)
+    if tl is OpTreeNode:
+        left = _to_arrays(left)
+    elif tl is CPUTensor or isinstance(left, CPUTensor):
+        left = left._tensor
+    if tr is OpTreeNode:
+        right = _to_arrays(right)
+    elif tr is CPUTensor or isinstance(right, CPUTensor):
+        right = right._tensor
+    return tuple.__new__(OpTreeNode, (d, left, right))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -571,9 +581,14 @@ class NervanaCPU(Backend):
         out, value = optree[1], optree[2]
         if not isinstance(out, CPUTensor):
             raise TypeError(f"the CPU backend cannot assign into {describe_operand(out)}")
+        return self._execute_assign(out, value)
+
+    def _execute_assign(self, out, value):
+        """``out[...] = value`` for an op-tree, a tensor or a scalar; returns ``out``."""
         dst = out._tensor
         if isinstance(value, OpTreeNode):
-            self._check_assign_shape(out, value)
+            if value[0]["shape"] != dst.shape:
+                self._check_assign_shape(out, value)
             if fuse_enabled():
                 if _fuse_module.execute(_to_arrays(value), dst, rng=self.rng):
                     return out
