@@ -560,13 +560,27 @@ class NervanaCPU(Backend):
         return self.tensor_cls(self, ary=np.ones(self._shape(shape), dtype), dtype=dtype, name=name,
                                persist_values=persist_values)
 
+    @staticmethod
+    def _like_args(dtype, name):
+        """``*_like(other, dtype, name)`` is neon 2.6's CPU order, ``*_like(other, name)`` the
+        page's: a second positional string that is no dtype name is taken as the name."""
+        if isinstance(dtype, str):
+            try:
+                np.dtype(dtype)
+            except TypeError:
+                return None, dtype if name is None else name
+        return dtype, name
+
     def empty_like(self, other_ary, dtype=None, name=None, persist_values=True):
+        dtype, name = self._like_args(dtype, name)
         return self.empty(other_ary.shape, dtype=dtype, name=name, persist_values=persist_values)
 
     def zeros_like(self, other_ary, dtype=None, name=None, persist_values=True):
+        dtype, name = self._like_args(dtype, name)
         return self.zeros(other_ary.shape, dtype=dtype, name=name, persist_values=persist_values)
 
     def ones_like(self, other_ary, dtype=None, name=None, persist_values=True):
+        dtype, name = self._like_args(dtype, name)
         return self.ones(other_ary.shape, dtype=dtype, name=name, persist_values=persist_values)
 
     # -- execution ----------------------------------------------------------------------------

@@ -103,6 +103,9 @@ def test_allocation(be):
         np.testing.assert_array_equal(t.get(), np.full((2, 3), fill))
     assert be.empty_like(a).shape == (2, 3)
     assert be.empty_like(a, dtype=np.float64).dtype == np.float64
+    assert be.zeros_like(a, np.float16).dtype == np.float16  # neon 2.6's CPU order
+    named = be.zeros_like(a, "grad_a")  # the page's order: (other_ary, name)
+    assert named.name == "grad_a" and named.dtype == np.float32
 
 
 def test_one_d_shapes_become_columns(be):
