@@ -18,6 +18,7 @@ import numpy as np
 from .backend import OpTreeNode, Tensor, _is_scalar
 
 _LN2 = math.log(2.0)
+_SAFELOG_FLOOR = math.exp(-50.0)
 
 
 def _shape(x):
@@ -245,7 +246,8 @@ _RULES = {
     "exp": lambda ad, x, y, z, dz: (dz * z, None),
     "exp2": lambda ad, x, y, z, dz: (dz * z * _LN2, None),
     "log": lambda ad, x, y, z, dz: (dz / x, None),
-    "safelog": lambda ad, x, y, z, dz: (dz / x * (x > math.exp(-50.0)), None),
+    "safelog": lambda ad, x, y, z, dz: (
+        dz * (x > _SAFELOG_FLOOR) / ad.be.maximum(x, _SAFELOG_FLOOR), None),
     "log2": lambda ad, x, y, z, dz: (dz / (x * _LN2), None),
     "sig": lambda ad, x, y, z, dz: (dz * z * (1.0 - z), None),
     "sig2": lambda ad, x, y, z, dz: (dz * z * (1.0 - z) * _LN2, None),

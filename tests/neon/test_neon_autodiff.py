@@ -126,3 +126,9 @@ def test_gradients_through_slices_are_refused(be):
     ad = Autodiff(a[0:2] * 2.0, be)
     with pytest.raises(NotImplementedError, match="transposed views"):
         ad.get_grad_tensor([a])
+
+
+def test_safelog_gradient_is_zero_below_the_floor_not_nan(be):
+    x = be.array([[0.0, 1e-30, 0.5]])
+    g = Autodiff(be.safelog(x), be).get_grad_asnumpyarray([x])[0]
+    np.testing.assert_allclose(g, [[0.0, 0.0, 2.0]])
