@@ -559,6 +559,15 @@ class _Plan:
                 only.inputs == [("leaf", i) for i in range(len(leaf_toks))]:
             self.fast = ctypes.cast(only.fn, ctypes.c_void_p).value
             self.fast_tr = int(only.transposed)
+        # Every pass, for the C runtime's run(): (kernel, red, axis, transposed, dest, inputs, temp type).
+        ttype = self.tdtype.num
+        spec = []
+        for p in self.passes:
+            spec.append((ctypes.cast(p.fn, ctypes.c_void_p).value, 1 if p.red else 0,
+                         2 if p.axis is None else p.axis, int(p.transposed),
+                         -1 if p.dest[0] == "out" else p.dest[1],
+                         tuple(ref if kind == "leaf" else -1 - ref for kind, ref in p.inputs), ttype))
+        self.spec = tuple(spec) if len(self.temp_shapes) <= 32 else None
         self.ok = True
 
     def _out_flags(self):
@@ -1000,7 +1009,9 @@ def _ia(vals):
 def _seed(rng) -> int:
     """The kernel's 64-bit seed (as a signed int64), drawn from rng (numpy's global one if None)."""
     src = rng if rng is not None else np.random
-    seed = int.from_bytes(src.bytes(8), "little")
+    draw = getattr(src, "random_sample", None) or src.random    # RandomState, or a Generator
+    # two uniform doubles, 53 random bits each (RandomState.bytes(8) costs 5 us a call)
+    seed = ((int(draw() * 9007199254740992.0) << 11) ^ int(draw() * 9007199254740992.0)) & ((1 << 64) - 1)
     return seed - (1 << 64) if seed >= 1 << 63 else seed
 
 
@@ -1153,9 +1164,13 @@ def execute(tree, out, rng=None) -> bool:
         _stats["fallbacks"] += 1
         return False
     seed = _seed(rng) if plan.has_rand else 0
-    if plan.fast is not None and rt is not None:
-        if rt.run1(plan.fast, out, leaves, consts, plan.fast_tr, _num_threads(), seed) == 0:
-            return True
+    if rt is not None:
+        if plan.fast is not None:
+            if rt.run1(plan.fast, out, leaves, consts, plan.fast_tr, _num_threads(), seed) == 0:
+                return True
+        elif plan.spec is not None:
+            if rt.run(plan.spec, out, leaves, consts, _num_threads(), seed) == 0:
+                return True
     _run(plan, leaves, consts, out, seed)
     return True
 

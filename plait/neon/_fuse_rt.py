@@ -9,6 +9,8 @@ kernels and cached beside them, does two things:
   constants as `_fuse._walk` for the common inputs (dict-tuple nodes of the known ops, native
   float16/32/64 2-D arrays, Python and numpy scalars); None for anything else, and the Python
   walk then decides (so both walks must give identical keys: the tests compare them).
+* `run(spec, out, leaves, consts, threads, seed)`: the same for a plan of several passes
+  (reductions into temporaries it allocates, then the pass into `out`).
 * `run1(kernel, out, leaves, consts, transposed, threads, seed)` -> 0: for a plan that is one
   elementwise pass over exactly the tree's leaves, checks the shapes, checks that no leaf
   overlaps `out` other than as `out` itself, fills the kernel's arguments on the stack and
@@ -283,6 +285,134 @@ static PyObject *py_run1(PyObject *self, PyObject *args) {
     return PyLong_FromLong(0);
 }
 
+#define MAXT 32
+
+/* run(spec, out, leaves, consts, threads, seed) -> code: every pass of a plan.
+   spec: ((kernel, red, axis (0, 1, 2 = all), transposed, dest (-1 = out, else temp index),
+   inputs (leaf index, or -1 - temp index), temp type_num), ...). Temps are made here. */
+static PyObject *py_run(PyObject *self, PyObject *args) {
+    PyObject *spec, *out, *leaves, *consts;
+    int nt;
+    long long seed;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!iL", &PyTuple_Type, &spec, &PyArray_Type, &out, &PyList_Type,
+                          &leaves, &PyList_Type, &consts, &nt, &seed))
+        return NULL;
+    Py_ssize_t nc = PyList_GET_SIZE(consts), np_ = PyTuple_GET_SIZE(spec);
+    if (nc > MAXC) return PyLong_FromLong(3);
+    double fa[MAXC + 1];
+    for (Py_ssize_t k = 0; k < nc; k++) {
+        PyObject *c = PyList_GET_ITEM(consts, k);
+        fa[k] = PyFloat_Check(c) ? PyFloat_AS_DOUBLE(c) : PyFloat_AsDouble(c);
+        if (fa[k] == -1.0 && PyErr_Occurred()) return NULL;
+    }
+    PyArrayObject *o = (PyArrayObject *)out;
+    PyArrayObject *temps[MAXT];
+    int ntemps = 0;
+    long code = 0;
+    char *olo, *ohi;
+    extent(o, &olo, &ohi);
+    int64_t ia[9 + 3 * MAXIN];
+    for (Py_ssize_t pi = 0; pi < np_ && code == 0; pi++) {
+        PyObject *ps = PyTuple_GET_ITEM(spec, pi);
+        kern_t fn = (kern_t)(uintptr_t)PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(ps, 0));
+        int red = (int)PyLong_AsLong(PyTuple_GET_ITEM(ps, 1));
+        int axis = (int)PyLong_AsLong(PyTuple_GET_ITEM(ps, 2));
+        int tr = (int)PyLong_AsLong(PyTuple_GET_ITEM(ps, 3));
+        int dest = (int)PyLong_AsLong(PyTuple_GET_ITEM(ps, 4));
+        PyObject *ins = PyTuple_GET_ITEM(ps, 5);
+        int ttype = (int)PyLong_AsLong(PyTuple_GET_ITEM(ps, 6));
+        if (PyErr_Occurred()) { code = -1; break; }
+        Py_ssize_t nin = PyTuple_GET_SIZE(ins);
+        if (nin > MAXIN || (dest >= 0 && dest >= MAXT)) { code = 3; break; }
+        PyArrayObject *arr[MAXIN];
+        for (Py_ssize_t k = 0; k < nin; k++) {
+            long v = PyLong_AsLong(PyTuple_GET_ITEM(ins, k));
+            if (v >= 0) {
+                if (v >= PyList_GET_SIZE(leaves)) { code = 3; break; }
+                arr[k] = (PyArrayObject *)PyList_GET_ITEM(leaves, v);
+            } else {
+                if (-v - 1 >= ntemps) { code = 3; break; }
+                arr[k] = temps[-v - 1];
+            }
+        }
+        if (code) break;
+        npy_intp m, n;
+        if (red) {
+            m = n = 1;
+            for (Py_ssize_t k = 0; k < nin; k++) {
+                npy_intp am = PyArray_DIM(arr[k], 0), an = PyArray_DIM(arr[k], 1);
+                if (am != 1) { if (m == 1) m = am; else if (am != m) code = 1; }
+                if (an != 1) { if (n == 1) n = an; else if (an != n) code = 1; }
+            }
+        } else {
+            m = PyArray_DIM(o, 0);
+            n = PyArray_DIM(o, 1);
+            for (Py_ssize_t k = 0; k < nin; k++) {
+                npy_intp am = PyArray_DIM(arr[k], 0), an = PyArray_DIM(arr[k], 1);
+                if ((am != 1 && am != m) || (an != 1 && an != n)) code = 1;
+            }
+        }
+        if (code) break;
+        PyArrayObject *dst;
+        if (dest < 0) {
+            dst = o;
+            if (red && (PyArray_DIM(o, 0) != (axis != 1 ? 1 : m) || PyArray_DIM(o, 1) != (axis != 0 ? 1 : n))) {
+                code = 1;
+                break;
+            }
+            for (Py_ssize_t k = 0; k < nin; k++) {
+                PyArrayObject *a = arr[k];
+                if (a == o && !red) continue;
+                char *lo, *hi;
+                extent(a, &lo, &hi);
+                if (lo < ohi && olo < hi) {
+                    if (red || !(PyArray_BYTES(a) == PyArray_BYTES(o) && PyArray_DIM(a, 0) == m &&
+                                 PyArray_DIM(a, 1) == n && PyArray_STRIDE(a, 0) == PyArray_STRIDE(o, 0) &&
+                                 PyArray_STRIDE(a, 1) == PyArray_STRIDE(o, 1)))
+                        code = 2;
+                }
+            }
+            if (code) break;
+        } else {
+            npy_intp dims[2] = {axis != 1 ? 1 : m, axis != 0 ? 1 : n};
+            if (dest != ntemps) { code = 3; break; }
+            dst = (PyArrayObject *)PyArray_SimpleNew(2, dims, ttype);
+            if (!dst) { code = -1; break; }
+            temps[ntemps++] = dst;
+        }
+        npy_intp disz = PyArray_ITEMSIZE(dst);
+        int64_t d0 = PyArray_DIM(dst, 0) != 1 ? PyArray_STRIDE(dst, 0) / disz : 0;
+        int64_t d1 = PyArray_DIM(dst, 1) != 1 ? PyArray_STRIDE(dst, 1) / disz : 0;
+        for (Py_ssize_t k = 0; k < nin; k++) {
+            PyArrayObject *a = arr[k];
+            npy_intp am = PyArray_DIM(a, 0), an = PyArray_DIM(a, 1), isz = PyArray_ITEMSIZE(a);
+            int64_t s0 = am != 1 ? PyArray_STRIDE(a, 0) / isz : 0, s1 = an != 1 ? PyArray_STRIDE(a, 1) / isz : 0;
+            ia[9 + 3 * k] = (int64_t)(intptr_t)PyArray_DATA(a);
+            ia[10 + 3 * k] = tr ? s1 : s0;
+            ia[11 + 3 * k] = tr ? s0 : s1;
+        }
+        ia[0] = tr ? n : m;
+        ia[1] = tr ? m : n;
+        ia[2] = (int64_t)m * n < SERIAL ? 1 : nt;
+        ia[3] = seed;
+        ia[4] = tr ? 1 : n;
+        ia[5] = tr ? n : 1;
+        ia[6] = (int64_t)(intptr_t)PyArray_DATA(dst);
+        ia[7] = tr ? d1 : d0;
+        ia[8] = tr ? d0 : d1;
+        if ((int64_t)m * n >= 4096) {
+            Py_BEGIN_ALLOW_THREADS
+            fn(ia, fa);
+            Py_END_ALLOW_THREADS
+        } else {
+            fn(ia, fa);
+        }
+    }
+    for (int t = 0; t < ntemps; t++) Py_DECREF(temps[t]);
+    if (code < 0) return NULL;
+    return PyLong_FromLong(code);
+}
+
 static PyObject *py_init(PyObject *self, PyObject *args) {
     PyObject *om, *lt, *ot, *pt, *k, *kd, *rnd;
     if (!PyArg_ParseTuple(args, "O!O!O!O!UUU", &PyDict_Type, &om, &PyTuple_Type, &lt, &PyTuple_Type, &ot,
@@ -302,6 +432,7 @@ static PyMethodDef methods[] = {
     {"init", py_init, METH_VARARGS, "init(opmap, leaf_tokens, out_tokens, pow_tokens, k, kd, rand)"},
     {"walk", py_walk, METH_VARARGS, "walk(tree, out) -> (key, leaves, consts) or None"},
     {"run1", py_run1, METH_VARARGS, "run1(kernel, out, leaves, consts, transposed, threads, seed) -> code"},
+    {"run", py_run, METH_VARARGS, "run(spec, out, leaves, consts, threads, seed) -> code"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_plait_neon_rt", NULL, -1, methods};

@@ -477,3 +477,25 @@ def test_python_path_matches_the_c_path(monkeypatch):
         np.testing.assert_array_equal(run(t, o), f)
     with pytest.raises(ValueError, match="do not broadcast"):
         _fuse.execute(N("add", X, np.zeros((5, Nn), np.float32)), out32())
+
+
+def test_multi_pass_errors_and_overlap():
+    with pytest.raises(ValueError, match="does not fit out"):
+        _fuse.execute(N("sum", X, axis=0), out32((1, 7)))
+    with pytest.raises(ValueError, match=r"\(3, 7\)"):
+        _fuse.execute(N("add", N("sum", X, axis=0), np.zeros((3, 7), np.float32)), out32())
+    x = X.copy()
+    want = np.exp(x - x.max(axis=0, keepdims=True)) + x[0:1, :]
+    assert _fuse.execute(N("add", N("exp", N("sub", x, N("max", x, axis=0))), x[0:1, :]), x)
+    np.testing.assert_allclose(x, want, rtol=2e-6, atol=2e-6)
+    x = X.copy()
+    want = x.sum(axis=1, keepdims=True)
+    assert _fuse.execute(N("sum", x, axis=1), x[:, 3:4])      # out is a column of the operand
+    np.testing.assert_allclose(x[:, 3:4], want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_bare_leaf_or_scalar_is_a_copy_or_a_fill():
+    check(X[::2, ::3].copy(), out32(X[::2, ::3].shape))
+    out = run(2.5, out32())
+    assert (out == 2.5).all()
+    check(ROW, out32())
