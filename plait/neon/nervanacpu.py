@@ -454,6 +454,22 @@ def _to_arrays(node):
 # The backend
 
 
+def _layers_has(*names):
+    """Whether ``plait.neon._layers`` imports and provides all of ``names``."""
+    try:
+        from . import _layers
+    except ImportError:
+        return False
+    return all(callable(getattr(_layers, n, None)) for n in names)
+
+
+def _local_call(name, *args, **kwargs):
+    """Call ``plait.neon._norm_roi.<name>`` with tensors replaced by their ndarrays."""
+    from . import _norm_roi
+
+    return getattr(_norm_roi, name)(*[_data(a) for a in args], **{k: _data(v) for k, v in kwargs.items()})
+
+
 def _layers_call(name, *args, **kwargs):
     """Call ``plait.neon._layers.<name>`` with every tensor argument replaced by its ndarray."""
     try:
@@ -970,24 +986,42 @@ class NervanaCPU(Backend):
     def bprop_pool(self, layer, I, O, *args, **kwargs):
         return _layers_call("bprop_pool", layer, I, O, *args, **kwargs)
 
-    def lrn_layer(self, dtype, N, C, *args, **kwargs):
-        return _layers_call("lrn_layer", dtype, N, C, *args, **kwargs)
+    # LRN and ROI pooling: plait.neon._layers when it provides them, else plait.neon._norm_roi
+    _LRN = ("lrn_layer", "fprop_lrn", "bprop_lrn")
 
-    def fprop_lrn(self, layer, I, O, denom, *args, **kwargs):
-        return _layers_call("fprop_lrn", layer, I, O, denom, *args, **kwargs)
+    def lrn_layer(self, dtype, N, C, D=1, H=1, W=1, J=1):
+        """An LRN layer over windows of ``J`` (odd) feature maps."""
+        if _layers_has(*self._LRN):
+            return _layers_call("lrn_layer", dtype, N, C, D, H, W, J, lib=self)
+        from ._norm_roi import LRNLayer
 
-    def bprop_lrn(self, layer, I, O, E, delta, denom, *args, **kwargs):
-        return _layers_call("bprop_lrn", layer, I, O, E, delta, denom, *args, **kwargs)
+        return LRNLayer(self, dtype, N, C, D, H, W, J)
+
+    def fprop_lrn(self, layer, I, O, denom, alpha=None, beta=None, ascale=1, bpower=1):
+        """``denom = 1 + ascale/J * windowed sum of I**2``; ``O = I * denom**-bpower``."""
+        call = _layers_call if _layers_has(*self._LRN) else _local_call
+        return call("fprop_lrn", layer, I, O, denom, alpha=alpha, beta=beta, ascale=ascale,
+                    bpower=bpower)
+
+    def bprop_lrn(self, layer, I, O, E, delta, denom, alpha=None, beta=None, ascale=1, bpower=1):
+        """The input gradient of ``fprop_lrn`` from the error ``E``, into ``delta``."""
+        call = _layers_call if _layers_has(*self._LRN) else _local_call
+        return call("bprop_lrn", layer, I, O, E, delta, denom, alpha=alpha, beta=beta,
+                    ascale=ascale, bpower=bpower)
 
     def roipooling_fprop(self, I, rois, O, argmax, roi_count, C, H, W, pooled_height,
                          pooled_width, spatial_scale):
-        return _layers_call("roipooling_fprop", I, rois, O, argmax, roi_count, C, H, W,
-                            pooled_height, pooled_width, spatial_scale, bsz=self.bsz)
+        """Max-pool regions of interest (rows of ``rois``: batch index, x1, y1, x2, y2)."""
+        call = _layers_call if _layers_has("roipooling_fprop", "roipooling_bprop") else _local_call
+        return call("roipooling_fprop", I, rois, O, argmax, roi_count, C, H, W, pooled_height,
+                    pooled_width, spatial_scale, bsz=self.bsz)
 
     def roipooling_bprop(self, I, rois, O, argmax, roi_count, C, H, W, pooled_height,
                          pooled_width, spatial_scale):
-        return _layers_call("roipooling_bprop", I, rois, O, argmax, roi_count, C, H, W,
-                            pooled_height, pooled_width, spatial_scale, bsz=self.bsz)
+        """Route pooled errors ``I`` back to the maxima's positions in the delta ``O``."""
+        call = _layers_call if _layers_has("roipooling_fprop", "roipooling_bprop") else _local_call
+        return call("roipooling_bprop", I, rois, O, argmax, roi_count, C, H, W, pooled_height,
+                    pooled_width, spatial_scale, bsz=self.bsz)
 
 
 Backend.backends["cpu"] = NervanaCPU
