@@ -188,7 +188,7 @@ cdef extern from *:
 
     /* ---------------------------------------------------------------- products on vectors
 
-       NN: C (M, N) = Ap @ B (+ bias per row), Ap packed in blocks of MR rows (block i at
+       NN: C (M, N) = Ap @ B (+ bias per row; + C where accum), Ap packed in blocks of MR rows (block i at
        Ap + i * MR * K, entry (r, k) at [k * MR + r], rows past M zero), B (K, N) with rows of
        whole vectors (ldb >= N rounded up). MR x NV vectors of C stay in registers over all of K.
 
@@ -235,9 +235,13 @@ cdef extern from *:
                 for (q_ = 0; q_ < NVC; q_++) {                                                   \
                     NAME##_v v = acc[r_][q_];                                                    \
                     if (bias) v += bias[i0 + r_];                                                \
-                    if (j + (q_ + 1) * VW <= N) NAME##_st(c_ + q_ * VW, v);                      \
-                    else { T t_[VW]; int64_t n_ = N - j - q_ * VW; if (n_ > VW) n_ = VW;        \
-                           memcpy(t_, &v, sizeof(v)); memcpy(c_ + q_ * VW, t_, n_ * sizeof(T)); }\
+                    if (j + (q_ + 1) * VW <= N) {                                                \
+                        if (accum) v += NAME##_ld(c_ + q_ * VW);                                 \
+                        NAME##_st(c_ + q_ * VW, v);                                              \
+                    } else { T t_[VW]; int64_t n_ = N - j - q_ * VW, l_; if (n_ > VW) n_ = VW;  \
+                           memcpy(t_, &v, sizeof(v));                                            \
+                           if (accum) for (l_ = 0; l_ < n_; l_++) t_[l_] += c_[q_ * VW + l_];   \
+                           memcpy(c_ + q_ * VW, t_, n_ * sizeof(T)); }                           \
                 }                                                                                \
             }                                                                                    \
         }
@@ -300,7 +304,7 @@ cdef extern from *:
         return a[0];                                                                             \
     }                                                                                            \
     ATTR static void NAME##_nn(int64_t M, int64_t N, int64_t K, const T* Ap, const T* B,        \
-                               int64_t ldb, T* C, int64_t ldc, const T* bias) {                 \
+                               int64_t ldb, T* C, int64_t ldc, const T* bias, int accum) {      \
         int64_t i0, j;                                                                           \
         for (j = 0; j < N; j += NV * VW) {                                                       \
             const int64_t nv = (N - j + VW - 1) / VW;                                            \
@@ -437,7 +441,7 @@ cdef extern from *:
                 PCG_ISA_CALL(T, pack, (x, col, Pp, Pp, 0, KC, g))                                \
                 const T* a = Wp + gi * Mp * KC;                                                  \
                 const T* bias = b ? b + gi * g->O : NULL;                                        \
-                PCG_ISA_CALL(T, nn, (g->O, P, KC, a, col, Pp, y, P, bias))                       \
+                PCG_ISA_CALL(T, nn, (g->O, P, KC, a, col, Pp, y, P, bias, 0))                       \
             }                                                                                    \
         free(col);                                                                               \
         return 0;                                                                                \
@@ -465,7 +469,7 @@ cdef extern from *:
                     B = dyp;                                                                     \
                 }                                                                                \
                 const T* a = WTp + gi * Mp * g->O;                                               \
-                PCG_ISA_CALL(T, nn, (KC, P, g->O, a, B, Pp, dcol, Pp, (const T*)NULL))           \
+                PCG_ISA_CALL(T, nn, (KC, P, g->O, a, B, Pp, dcol, Pp, (const T*)NULL, 0))           \
                 PCG_ISA_CALL(T, unpack, (dcol, Pp, dx, g))                                       \
             }                                                                                    \
         free(dcol);                                                                              \
@@ -797,3 +801,333 @@ def bias_grad(dY):
         else:
             pcg_chansum_d(<const double*>yp, nB, O, L, min(t * step, O), min((t + 1) * step, O), <double*>dp, isa)
     return db
+
+
+# ------------------------------------------------------------------------ batch-last layout
+#
+# The same products for images stored channels first and batch last, I (C, H, W, N) (neon's
+# layout, also cuda-convnet's): there a window row (c, r, s) over a run of output positions is
+# a run of whole N-vectors of the input, so the windows of a block of output rows are copied
+# out with memcpy, and each product is one call of the register-blocked kernel above over the
+# block, written straight into the batch-last output:
+#
+# * forward: O (K, P*Q*N) = F.T (K, C*R*S) @ col (C*R*S, P*Q*N), F (C*R*S, K)
+# * data gradient: grad_I = col2im(F (C*R*S, K) @ E (K, P*Q*N))
+# * filter gradient: grad_F (C*R*S, K) = col @ E.T, summed over blocks of positions
+#
+# float32 only (the callers keep float64 on the batch-first products).
+
+cdef extern from *:
+    """
+    typedef struct {
+        int64_t C, H, W, N, K, R, S, sh, sw, ph, pw, dh, dw, P, Q;
+    } pbl_geom;
+
+    /* Window row (c, r, s) for output rows [p0, p1): (p1 - p0) * Q runs of N values into dst,
+       zeros where the window reads padding. */
+    static void pbl_im2row(const float* In, float* dst, int64_t c, int64_t r, int64_t s,
+                           int64_t p0, int64_t p1, const pbl_geom* g) {
+        const int64_t N = g->N, W = g->W, Q = g->Q, x0 = s * g->dw - g->pw;
+        int64_t qlo = x0 < 0 ? (-x0 + g->sw - 1) / g->sw : 0;
+        int64_t qhi = W - 1 - x0 < 0 ? 0 : (W - 1 - x0) / g->sw + 1;
+        int64_t p, q;
+        if (qhi > Q) qhi = Q;
+        if (qlo > qhi) qlo = qhi;
+        for (p = p0; p < p1; p++) {
+            float* d = dst + (p - p0) * Q * N;
+            const int64_t y = p * g->sh - g->ph + r * g->dh;
+            if (y < 0 || y >= g->H) { memset(d, 0, Q * N * sizeof(float)); continue; }
+            const float* src = In + (c * g->H + y) * W * N;
+            if (qlo) memset(d, 0, qlo * N * sizeof(float));
+            if (g->sw == 1) memcpy(d + qlo * N, src + (qlo + x0) * N, (qhi - qlo) * N * sizeof(float));
+            else for (q = qlo; q < qhi; q++) memcpy(d + q * N, src + (q * g->sw + x0) * N, N * sizeof(float));
+            if (qhi < Q) memset(d + qhi * N, 0, (Q - qhi) * N * sizeof(float));
+        }
+    }
+
+    /* pbl_im2row's adjoint: the row's values added onto the input cells they were read from. */
+    static void pbl_row2im(const float* src, float* GI, int64_t c, int64_t r, int64_t s,
+                           int64_t p0, int64_t p1, const pbl_geom* g) {
+        const int64_t N = g->N, W = g->W, Q = g->Q, x0 = s * g->dw - g->pw;
+        int64_t qlo = x0 < 0 ? (-x0 + g->sw - 1) / g->sw : 0;
+        int64_t qhi = W - 1 - x0 < 0 ? 0 : (W - 1 - x0) / g->sw + 1;
+        int64_t p, q, n;
+        if (qhi > Q) qhi = Q;
+        if (qlo > qhi) qlo = qhi;
+        for (p = p0; p < p1; p++) {
+            const int64_t y = p * g->sh - g->ph + r * g->dh;
+            if (y < 0 || y >= g->H) continue;
+            const float* d = src + (p - p0) * Q * N;
+            float* dst = GI + (c * g->H + y) * W * N;
+            if (g->sw == 1) {
+                float* o = dst + (qlo + x0) * N;
+                const float* i = d + qlo * N;
+                const int64_t len = (qhi - qlo) * N;
+                for (n = 0; n < len; n++) o[n] += i[n];
+            } else {
+                for (q = qlo; q < qhi; q++) {
+                    float* o = dst + (q * g->sw + x0) * N;
+                    const float* i = d + q * N;
+                    for (n = 0; n < N; n++) o[n] += i[n];
+                }
+            }
+        }
+    }
+
+    static void pbl_rcs(int64_t row, const pbl_geom* g, int64_t* c, int64_t* r, int64_t* s) {
+        *c = row / (g->R * g->S); *r = (row / g->S) % g->R; *s = row % g->S;
+    }
+
+    /* Forward for output rows [p0, p1), PB rows at a time, the contraction KCB window rows at
+       a time (accumulated in O). Fp: F.T packed per chunk of KCB rows of F (pack_w trans), chunk
+       i at Fp + i * KCB * roundup(K, MR). */
+    static int pbl_forward(const float* In, const float* Fp, float* O, int64_t p0, int64_t p1,
+                           int64_t PB, int64_t KCB, const pbl_geom* g, int isa) {
+        const int64_t VW = pcg_width(isa, sizeof(float)), KC = g->C * g->R * g->S;
+        const int64_t Kp = pcg_roundup(g->K, pcg_mr(isa));
+        const int64_t QN = g->Q * g->N, ldmax = pcg_roundup(PB * QN, VW);
+        float* col = (float*)malloc(KCB * ldmax * sizeof(float));
+        int64_t pb, pe, row, c, r, s, k0, k1;
+        if (!col) return -1;
+        for (pb = p0; pb < p1; pb = pe) {
+            pe = p1 - pb < PB ? p1 : pb + PB;
+            const int64_t Lb = (pe - pb) * QN, ld = pcg_roundup(Lb, VW);
+            for (k0 = 0; k0 < KC; k0 = k1) {
+                k1 = KC - k0 < KCB ? KC : k0 + KCB;
+                for (row = k0; row < k1; row++) {
+                    float* d = col + (row - k0) * ld;
+                    pbl_rcs(row, g, &c, &r, &s);
+                    pbl_im2row(In, d, c, r, s, pb, pe, g);
+                    if (ld > Lb) memset(d + Lb, 0, (ld - Lb) * sizeof(float));
+                }
+                PCG_ISA_CALL(pcg_f, nn, (g->K, Lb, k1 - k0, Fp + k0 * Kp, col, ld, O + pb * QN,
+                                         g->P * QN, (const float*)NULL, k0 > 0))
+            }
+        }
+        free(col);
+        return 0;
+    }
+
+    /* Data gradient for input channels [c0, c1): grad_I's planes zeroed, then for PB output rows
+       at a time and RCH window rows at a time, dcol = F[rows] @ E[:, block], added back onto
+       the image (pbl_row2im). */
+    static int pbl_backward_data(const float* E, const float* F, float* GI, int64_t c0, int64_t c1,
+                                 int64_t PB, int64_t RCH, const pbl_geom* g, int isa) {
+        const int64_t VW = pcg_width(isa, sizeof(float)), MR = pcg_mr(isa), RS = g->R * g->S;
+        const int64_t r0 = c0 * RS, nr = (c1 - c0) * RS, K = g->K;
+        const int64_t QN = g->Q * g->N, PQN = g->P * QN, ldmax = pcg_roundup(PB * QN, VW);
+        const int64_t rch = pcg_roundup(RCH, MR);
+        float* Ap = (float*)malloc((pcg_roundup(nr, MR) * K + rch * ldmax + K * ldmax) * sizeof(float));
+        float* dcol = Ap + pcg_roundup(nr, MR) * K;
+        float* Eb = dcol + rch * ldmax;
+        int64_t pb, pe, i, i0, i1, k, c, r, s;
+        if (!Ap) return -1;
+        memset(GI + c0 * g->H * g->W * g->N, 0, (c1 - c0) * g->H * g->W * g->N * sizeof(float));
+        pcg_pack_w_pcg_f(F + r0 * K, Ap, 1, nr, K, MR, 0);
+        for (pb = 0; pb < g->P; pb = pe) {
+            pe = g->P - pb < PB ? g->P : pb + PB;
+            const int64_t Lb = (pe - pb) * QN, ld = pcg_roundup(Lb, VW);
+            const float* B = E + pb * QN;
+            int64_t ldb = PQN;
+            if (ld != Lb) {  /* rows padded to whole vectors */
+                for (k = 0; k < K; k++) {
+                    memcpy(Eb + k * ld, E + k * PQN + pb * QN, Lb * sizeof(float));
+                    memset(Eb + k * ld + Lb, 0, (ld - Lb) * sizeof(float));
+                }
+                B = Eb; ldb = ld;
+            }
+            for (i0 = 0; i0 < nr; i0 = i1) {
+                i1 = nr - i0 < rch ? nr : i0 + rch;
+                PCG_ISA_CALL(pcg_f, nn, (i1 - i0, Lb, K, Ap + i0 * K, B, ldb, dcol, ld, (const float*)NULL, 0))
+                for (i = i0; i < i1; i++) {
+                    pbl_rcs(r0 + i, g, &c, &r, &s);
+                    pbl_row2im(dcol + (i - i0) * ld, GI, c, r, s, pb, pe, g);
+                }
+            }
+        }
+        free(Ap);
+        return 0;
+    }
+
+    /* Filter gradient rows [r0, r1) (r0 a multiple of MR): grad_F[rows] = sum over blocks of
+       PB output rows of col[rows, block] @ E[:, block].T, RCH rows at a time; each block's
+       product is summed in registers over the block, the blocks added in order. */
+    static int pbl_backward_filter(const float* In, const float* E, float* GF, int64_t r0, int64_t r1,
+                                   int64_t PB, int64_t RCH, const pbl_geom* g, int isa) {
+        const int64_t VW = pcg_width(isa, sizeof(float)), MR = pcg_mr(isa), K = g->K;
+        const int64_t nr = r1 - r0, ldk = pcg_roundup(K, VW), rch = pcg_roundup(RCH, MR);
+        const int64_t QN = g->Q * g->N, PQN = g->P * QN, Lmax = PB * QN;
+        float* Ap = (float*)malloc((rch * Lmax + MR * Lmax + Lmax * ldk) * sizeof(float));
+        float* tmp = Ap + rch * Lmax;
+        float* ET = tmp + MR * Lmax;
+        int64_t pb, pe, i0, i1, j0, rr, l, k, c, r, s;
+        if (!Ap) return -1;
+        if (nr <= 0) { free(Ap); return 0; }
+        for (pb = 0; pb < g->P; pb = pe) {
+            pe = g->P - pb < PB ? g->P : pb + PB;
+            const int64_t Lb = (pe - pb) * QN;
+            /* E[:, block].T with rows of whole vectors */
+            for (l = 0; l < Lb; l++) {
+                float* et = ET + l * ldk;
+                for (k = 0; k < K; k++) et[k] = E[k * PQN + pb * QN + l];
+                for (; k < ldk; k++) et[k] = 0;
+            }
+            for (i0 = 0; i0 < nr; i0 = i1) {
+                i1 = nr - i0 < rch ? nr : i0 + rch;
+                /* col rows [i0, i1), MR at a time, interleaved as the kernel's packed A */
+                for (j0 = i0; j0 < i1; j0 += MR) {
+                    for (rr = 0; rr < MR; rr++) {
+                        if (j0 + rr < i1) {
+                            pbl_rcs(r0 + j0 + rr, g, &c, &r, &s);
+                            pbl_im2row(In, tmp + rr * Lb, c, r, s, pb, pe, g);
+                        } else memset(tmp + rr * Lb, 0, Lb * sizeof(float));
+                    }
+                    float* a = Ap + (j0 - i0) * Lb;
+                    for (l = 0; l < Lb; l++)
+                        for (rr = 0; rr < MR; rr++) a[l * MR + rr] = tmp[rr * Lb + l];
+                }
+                PCG_ISA_CALL(pcg_f, nn, (i1 - i0, K, Lb, Ap, ET, ldk, GF + (r0 + i0) * K, K,
+                                         (const float*)NULL, pb > 0))
+            }
+        }
+        free(Ap);
+        return 0;
+    }
+    """
+    ctypedef struct pbl_geom:
+        int64_t C, H, W, N, K, R, S, sh, sw, ph, pw, dh, dw, P, Q
+    int pbl_forward(const float* In, const float* Fp, float* O, int64_t p0, int64_t p1, int64_t PB,
+                    int64_t KCB, const pbl_geom* g, int isa) noexcept nogil
+    int pbl_backward_data(const float* E, const float* F, float* GI, int64_t c0, int64_t c1, int64_t PB,
+                          int64_t RCH, const pbl_geom* g, int isa) noexcept nogil
+    int pbl_backward_filter(const float* In, const float* E, float* GF, int64_t r0, int64_t r1, int64_t PB,
+                            int64_t RCH, const pbl_geom* g, int isa) noexcept nogil
+
+
+# Positions per block (output rows x Q x N) in the batch-last products: the window copy of a
+# block is read while in cache (forward, data gradient) or is the contraction of one product in
+# registers (filter gradient).
+# Window rows per product: the forward's contraction, the data gradient's and the filter
+# gradient's rows of output (small enough for the operands to stay in L1 / L2). Picked on Zen 5
+# (1 thread, convnet-benchmarks layers, batch 16): within a few percent over 2x either way.
+_BL_POSITIONS = 4096
+_BL_POSITIONS_FILTER = 1024
+_BL_CONTRACTION = 128
+_BL_ROWS = 64
+_BL_ROWS_FILTER = 120
+
+
+cdef bint _bl_geom(pbl_geom* g, tuple geom):
+    if len(geom) != 15:
+        return False
+    for v in geom:
+        if not (0 <= v <= _INT_MAX):
+            return False
+    g.C, g.H, g.W, g.N, g.K, g.R, g.S, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.P, g.Q = geom
+    if min(g.C, g.H, g.W, g.N, g.K, g.R, g.S, g.sh, g.sw, g.dh, g.dw, g.P, g.Q) < 1:
+        return False
+    return True
+
+
+cdef bint _bl_ok(arrays, shapes):
+    cdef int isa = pcg_isa()
+    if isa < 3 and not pcg_forced():
+        return False
+    for A, shape in zip(arrays, shapes):
+        if not isinstance(A, numpy.ndarray) or A.dtype != numpy.float32 or not A.flags.c_contiguous:
+            return False
+        if A.size != shape:
+            return False
+    return True
+
+
+def forward_bl(I, F, O, tuple geom):
+    """Batch-last forward: I (C*H*W*N values), F (C*R*S, K), O (K*P*Q*N values, written);
+    geom = (C, H, W, N, K, R, S, sh, sw, ph, pw, dh, dw, P, Q). float32, C-contiguous arrays.
+    Returns True when computed, None outside the fast case (then nothing was written)."""
+    cdef pbl_geom g
+    if not _bl_geom(&g, geom):
+        return None
+    cdef int64_t KC = g.C * g.R * g.S
+    if not _bl_ok((I, F, O), (g.C * g.H * g.W * g.N, KC * g.K, g.K * g.P * g.Q * g.N)):
+        return None
+    if not O.flags.writeable:
+        return None
+    cdef int isa = pcg_isa()
+    cdef int64_t Kp = pcg_roundup(g.K, pcg_mr(isa)), KCB = _BL_CONTRACTION, k0
+    Fp = numpy.empty(max(1, Kp * KC), dtype=numpy.float32)
+    cdef cnp.ndarray fa = F, fpa = Fp, ia = I, oa = O
+    for k0 in range(0, KC, KCB):
+        pcg_pack_w_pcg_f(<const float*>cnp.PyArray_DATA(fa) + k0 * g.K,
+                         <float*>cnp.PyArray_DATA(fpa) + k0 * Kp, 1, min(KCB, KC - k0), g.K,
+                         pcg_mr(isa), 1)
+    cdef int64_t PB = max(1, _BL_POSITIONS // (g.Q * g.N))
+    cdef int64_t nblk = (g.P + PB - 1) // PB
+    cdef int64_t nc = _chunks(nblk), t, step = (nblk + nc - 1) // nc * PB
+    cdef const float* ip = <const float*>cnp.PyArray_DATA(ia)
+    cdef const float* fp = <const float*>cnp.PyArray_DATA(fpa)
+    cdef float* op = <float*>cnp.PyArray_DATA(oa)
+    cdef int failed = 0
+    for t in prange(nc, nogil=True, schedule="static", num_threads=nc):
+        if t * step < g.P:
+            if pbl_forward(ip, fp, op, t * step, min((t + 1) * step, g.P), PB, KCB, &g, isa):
+                failed += 1
+    if failed:
+        raise MemoryError("conv_gemm.forward_bl: cannot allocate a window buffer")
+    return True
+
+
+def backward_data_bl(E, F, GI, tuple geom):
+    """Batch-last data gradient: E (K*P*Q*N), F (C*R*S, K) -> GI (C*H*W*N values, written)."""
+    cdef pbl_geom g
+    if not _bl_geom(&g, geom):
+        return None
+    cdef int64_t KC = g.C * g.R * g.S
+    if not _bl_ok((E, F, GI), (g.K * g.P * g.Q * g.N, KC * g.K, g.C * g.H * g.W * g.N)):
+        return None
+    if not GI.flags.writeable:
+        return None
+    cdef int isa = pcg_isa()
+    cdef cnp.ndarray ea = E, fa = F, ga = GI
+    cdef const float* ep = <const float*>cnp.PyArray_DATA(ea)
+    cdef const float* fp = <const float*>cnp.PyArray_DATA(fa)
+    cdef float* gp = <float*>cnp.PyArray_DATA(ga)
+    cdef int64_t PB = max(1, _BL_POSITIONS // (g.Q * g.N)), RCH = _BL_ROWS
+    cdef int64_t nc = _chunks(g.C), t, step = (g.C + nc - 1) // nc
+    cdef int failed = 0
+    for t in prange(nc, nogil=True, schedule="static", num_threads=nc):
+        if t * step < g.C:
+            if pbl_backward_data(ep, fp, gp, t * step, min((t + 1) * step, g.C), PB, RCH, &g, isa):
+                failed += 1
+    if failed:
+        raise MemoryError("conv_gemm.backward_data_bl: cannot allocate a buffer")
+    return True
+
+
+def backward_filter_bl(I, E, GF, tuple geom):
+    """Batch-last filter gradient: I (C*H*W*N), E (K*P*Q*N) -> GF (C*R*S, K), written."""
+    cdef pbl_geom g
+    if not _bl_geom(&g, geom):
+        return None
+    cdef int64_t KC = g.C * g.R * g.S
+    if not _bl_ok((I, E, GF), (g.C * g.H * g.W * g.N, g.K * g.P * g.Q * g.N, KC * g.K)):
+        return None
+    if not GF.flags.writeable:
+        return None
+    cdef int isa = pcg_isa()
+    cdef int64_t MR = pcg_mr(isa)
+    cdef cnp.ndarray ia = I, ea = E, ga = GF
+    cdef const float* ip = <const float*>cnp.PyArray_DATA(ia)
+    cdef const float* ep = <const float*>cnp.PyArray_DATA(ea)
+    cdef float* gp = <float*>cnp.PyArray_DATA(ga)
+    cdef int64_t PB = max(1, _BL_POSITIONS_FILTER // (g.Q * g.N)), RCH = _BL_ROWS_FILTER
+    cdef int64_t nc = _chunks(max(1, KC // (4 * MR))), t
+    cdef int64_t step = pcg_roundup((KC + nc - 1) // nc, MR)
+    cdef int failed = 0
+    for t in prange(nc, nogil=True, schedule="static", num_threads=nc):
+        if t * step < KC:
+            if pbl_backward_filter(ip, ep, gp, t * step, min((t + 1) * step, KC), PB, RCH, &g, isa):
+                failed += 1
+    if failed:
+        raise MemoryError("conv_gemm.backward_filter_bl: cannot allocate a buffer")
+    return True
