@@ -41,6 +41,11 @@ __all__ = [
 
 _OPS = None
 
+try:
+    from ..backends._kernels_cpu import conv_gemm as _conv_gemm
+except ImportError:  # pragma: no cover - a source checkout without a build
+    _conv_gemm = None
+
 
 def _ops():
     global _OPS
@@ -362,15 +367,20 @@ def _vector(A: Any, K: int, name: str, where: str) -> Optional[numpy.ndarray]:
 
 
 def _finish(target: numpy.ndarray, result: numpy.ndarray, X: Optional[numpy.ndarray], bias, bsum,
-            alpha: float, beta: float, relu: bool, brelu: bool, slope: float, where: str) -> None:
-    """target = alpha * result + beta * X (X defaults to target's old values), then + bias,
-    relu (max(v, 0) + slope * min(v, 0)) or brelu (v * ((X > 0) + slope * (X < 0))), then
-    bsum = per-map sums. result is in target's layout (maps first) and may be overwritten."""
+            alpha: float, beta: float, relu: bool, brelu: bool, slope: float, where: str,
+            old: Optional[numpy.ndarray] = None) -> None:
+    """target = alpha * result + beta * X (X defaults to target's old values, `old` when the
+    product was written into target itself, result is target), then + bias, relu
+    (max(v, 0) + slope * min(v, 0)) or brelu (v * ((X > 0) + slope * (X < 0))), then bsum =
+    per-map sums. result is in target's layout (maps first) and may be overwritten."""
     K = target.shape[0]
     if alpha != 1.0:
         result *= alpha
     if beta:
-        old = target if X is None else X
+        if X is None:
+            old = target if old is None else old
+        else:
+            old = X
         result += beta * old.astype(result.dtype, copy=False)
     if bias is not None:
         result += bias.reshape((K,) + (1,) * (result.ndim - 1)).astype(result.dtype, copy=False)
@@ -385,7 +395,8 @@ def _finish(target: numpy.ndarray, result: numpy.ndarray, X: Optional[numpy.ndar
         if slope:
             factor += slope * (mask_src < 0)
         result *= factor
-    numpy.copyto(target, result, casting="unsafe")
+    if result is not target:
+        numpy.copyto(target, result, casting="unsafe")
     if bsum is not None:
         bsum.reshape(K)[...] = target.reshape(K, -1).sum(axis=1, dtype=numpy.float32 if
                                                        target.dtype != numpy.float64 else numpy.float64)
@@ -448,7 +459,20 @@ def _xprop(layer, I, F, O, X, bias, bsum, alpha, beta, relu, brelu, slope, repea
     _repeat(repeat, where)
     dt = _compute_dtype(a_in, a_f)
     ops = _ops()
+    bl = _batch_last_kernels(layer, dt)
     for _ in range(int(repeat)):
+        if bl is not None:
+            # float32 2-D: the batch-last products, written straight into the output
+            direct = a_out.dtype == numpy.float32 and a_out.flags.c_contiguous
+            old = a_out.copy() if (beta and X is None and direct) else None
+            res = a_out if direct else numpy.empty(dimOut, numpy.float32)
+            In = numpy.ascontiguousarray(a_in, dtype=numpy.float32)
+            Fc = numpy.ascontiguousarray(a_f, dtype=numpy.float32)
+            fn = bl.backward_data_bl if backward else bl.forward_bl
+            if fn(In, Fc, res, _bl_geom(layer)):
+                _finish(a_out, res, a_x, bias, bsum, float(alpha), float(beta), bool(relu), bool(brelu),
+                        float(slope or 0.0), where, old)
+                continue
         if layer.dot:
             # 1x1, unstrided, unpadded: one product on the batch-last arrays.
             C, K = layer.C, layer.K
@@ -470,6 +494,21 @@ def _xprop(layer, I, F, O, X, bias, bsum, alpha, beta, relu, brelu, slope, repea
             res = _to_layout(_as(Y, dt), dimOut)
         _finish(a_out, res, a_x, bias, bsum, float(alpha), float(beta), bool(relu), bool(brelu),
                 float(slope or 0.0), where)
+
+
+def _batch_last_kernels(layer, dt):
+    """The backend's batch-last products (conv_gemm.forward_bl & co.) where they apply: float32,
+    two spatial axes (D == T == M == 1). None elsewhere (then the batch-first products run on
+    transposed copies)."""
+    if dt != numpy.float32 or not _is_2d(layer) or _conv_gemm is None:
+        return None
+    return _conv_gemm
+
+
+def _bl_geom(layer) -> tuple:
+    return (layer.C, layer.H, layer.W, layer.N, layer.K, layer.R, layer.S, layer.strides[1],
+            layer.strides[2], layer.padding[1], layer.padding[2], layer.dilation[1],
+            layer.dilation[2], layer.P, layer.Q)
 
 
 def _repeat(repeat, where):
@@ -513,8 +552,24 @@ def update_conv(layer, I, E, grad_F, alpha=1.0, beta=0.0, grad_bias=None, repeat
     _repeat(repeat, where)
     dt = _compute_dtype(a_i, a_e)
     ops = _ops()
+    bl = _batch_last_kernels(layer, dt)
     for _ in range(int(repeat)):
         C, K = layer.C, layer.K
+        if bl is not None:
+            direct = a_u.dtype == numpy.float32 and a_u.flags.c_contiguous
+            old = a_u.copy() if (beta and direct) else a_u
+            res = a_u if direct else numpy.empty(layer.dimF, numpy.float32)
+            if bl.backward_filter_bl(numpy.ascontiguousarray(a_i, dtype=numpy.float32),
+                                     numpy.ascontiguousarray(a_e, dtype=numpy.float32), res, _bl_geom(layer)):
+                if alpha != 1.0:
+                    res *= alpha
+                if beta:
+                    res += beta * old.astype(res.dtype, copy=False)
+                if res is not a_u:
+                    numpy.copyto(a_u, res, casting="unsafe")
+                if gb is not None:
+                    gb.reshape(K)[...] = a_e.reshape(K, -1).sum(axis=1, dtype=dt)
+                continue
         if layer.dot:
             res = ops.gemm(_as(a_i.reshape(C, -1), dt), _as(a_e.reshape(K, -1), dt), trans2=True)
             res = res.reshape(layer.dimF)

@@ -295,35 +295,91 @@ def test_float16_tensors():
 
 
 def test_conv_runs_on_the_backend_kernels(monkeypatch):
-    """One kernel per op across faces: the products are NumpyOps' (the Chainer face's)."""
+    """One kernel per op across faces: the products are the backend's. float32 2-D layers run
+    conv_gemm's batch-last products (the register-blocked kernel NumpyOps' convolutions use);
+    others (float64, 3-D) NumpyOps' own products on batch-first copies, 1x1 float64 its gemm."""
     ops = L._ops()
     calls = []
-    for name in ("_conv_forward", "_conv_backward_data", "_conv_backward_filter", "gemm", "_im2col",
-                 "_col2im", "backprop_max_pool_nd"):
-        orig = getattr(ops, name)
+
+    def watch(owner, name):
+        orig = getattr(owner, name)
 
         def spy(*a, _orig=orig, _name=name, **k):
             calls.append(_name)
             return _orig(*a, **k)
 
-        monkeypatch.setattr(ops, name, spy)
+        monkeypatch.setattr(owner, name, spy)
+
+    for name in ("_conv_forward", "_conv_backward_data", "_conv_backward_filter", "gemm", "_im2col",
+                 "_col2im", "backprop_max_pool_nd"):
+        watch(ops, name)
+    for name in ("forward_bl", "backward_data_bl", "backward_filter_bl"):
+        watch(L._conv_gemm, name)
     rng = np.random.default_rng(0)
-    layer = L.conv_layer(LIB, np.float32, 2, 3, 4, H=5, W=5, R=3, S=3)
-    I, F, E = make(rng, layer.dimI2, np.float32), make(rng, layer.dimF2, np.float32), make(rng, layer.dimO2, np.float32)
-    L.fprop_conv(layer, I, F, np.zeros(layer.dimO2, np.float32))
-    L.bprop_conv(layer, F, E, np.zeros(layer.dimI2, np.float32))
-    L.update_conv(layer, I, E, np.zeros(layer.dimF2, np.float32))
-    assert calls == ["_conv_forward", "_conv_backward_data", "_conv_backward_filter"]
-    calls.clear()
-    one = L.conv_layer(LIB, np.float32, 2, 3, 4, H=5, W=5)
-    L.fprop_conv(one, I, make(rng, one.dimF2, np.float32), np.zeros(one.dimO2, np.float32))
-    assert calls == ["gemm"]
-    calls.clear()
+
+    def run(layer, dt):
+        I, F, E = make(rng, layer.dimI2, dt), make(rng, layer.dimF2, dt), make(rng, layer.dimO2, dt)
+        L.fprop_conv(layer, I, F, np.zeros(layer.dimO2, dt))
+        L.bprop_conv(layer, F, E, np.zeros(layer.dimI2, dt))
+        L.update_conv(layer, I, E, np.zeros(layer.dimF2, dt))
+        out = list(calls)
+        calls.clear()
+        return out
+
+    assert run(L.conv_layer(LIB, np.float32, 2, 3, 4, H=5, W=5, R=3, S=3), np.float32) == [
+        "forward_bl", "backward_data_bl", "backward_filter_bl"]
+    assert run(L.conv_layer(LIB, np.float32, 2, 3, 4, H=5, W=5), np.float32) == [
+        "forward_bl", "backward_data_bl", "backward_filter_bl"]
+    assert run(L.conv_layer(LIB, np.float64, 2, 3, 4, H=5, W=5, R=3, S=3), np.float64) == [
+        "_conv_forward", "_conv_backward_data", "_conv_backward_filter"]
+    assert run(L.conv_layer(LIB, np.float32, 2, 3, 4, D=3, H=5, W=5, T=2, R=3, S=3), np.float32) == [
+        "_conv_forward", "_conv_backward_data", "_conv_backward_filter"]
+    assert run(L.conv_layer(LIB, np.float64, 2, 3, 4, H=5, W=5), np.float64) == ["gemm"] * 3
     pool = L.pool_layer(LIB, np.float32, "max", 2, 3, H=5, W=5, R=2, S=2)
+    I = make(rng, pool.dimI2, np.float32)
     arg = np.zeros(pool.dimO2, np.uint8)
     L.fprop_pool(pool, I, np.zeros(pool.dimO2, np.float32), arg)
     L.bprop_pool(pool, make(rng, pool.dimO2, np.float32), np.zeros(pool.dimI2, np.float32), arg)
     assert calls == ["_im2col", "backprop_max_pool_nd"]
+
+
+@pytest.mark.parametrize("isa", [1, 3])
+def test_batch_last_products_at_lower_instruction_sets(isa):
+    """The batch-last products as compiled for AVX2 and for the baseline (forced)."""
+    cg = L._conv_gemm
+    if cg._set_isa(0) < isa:
+        pytest.skip("the processor lacks this instruction set")
+    try:
+        cg._set_isa(isa)
+        for case in ("2d-stride-dilation", "2d-big-pad", "1d"):
+            test_conv_fprop_bprop_update(case, np.float32)
+        rng = np.random.default_rng(1)
+        layer = L.conv_layer(LIB, np.float32, N=7, C=5, K=9, H=6, W=7, R=3, S=2, pad_h=1, str_w=2)
+        I, F, E = make(rng, layer.dimI2, np.float32), make(rng, layer.dimF2, np.float32), make(rng, layer.dimO2, np.float32)
+        O, G, U = np.zeros(layer.dimO2, np.float32), np.zeros(layer.dimI2, np.float32), np.zeros(layer.dimF2, np.float32)
+        L.fprop_conv(layer, I, F, O)
+        L.bprop_conv(layer, F, E, G)
+        L.update_conv(layer, I, E, U)
+        close(O, conv_ref(layer, I.astype(float), F.astype(float)), np.float32)
+        close(G, bprop_ref(layer, F.astype(float), E.astype(float)), np.float32)
+        close(U, update_ref(layer, I.astype(float), E.astype(float)), np.float32)
+    finally:
+        cg._set_isa(0)
+
+
+def test_batch_last_products_into_float16_and_strided_outputs():
+    rng = np.random.default_rng(12)
+    layer = L.conv_layer(LIB, np.float32, N=3, C=4, K=5, H=6, W=6, R=3, S=3, pad_h=1, pad_w=1)
+    I, F = make(rng, layer.dimI2, np.float32), make(rng, layer.dimF2, np.float32)
+    ref = conv_ref(layer, I.astype(float), F.astype(float))
+    wide = np.zeros((layer.dimO2[0], 2 * layer.N), np.float32)
+    O = wide[:, ::2]  # a strided (non-contiguous) view: written through, the rest untouched
+    L.fprop_conv(layer, I, F, O, beta=1.0)
+    close(O, ref, np.float32)
+    assert not wide[:, 1::2].any()
+    O16 = np.zeros(layer.dimO2, np.float16)
+    L.fprop_conv(layer, I, F, O16)
+    close(O16, ref, np.float16)
 
 
 # ---------------------------------------------------------------------------------- pooling
