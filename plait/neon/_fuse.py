@@ -833,113 +833,170 @@ def _gen_source(ctype, expr, inputs, in_classes, in_types, dest_class, dest_type
         L.append("}")
         return "\n".join(L) + "\n"
 
-    acc_t = "double" if red == "sum" else "T"
+    return "\n".join(L + _gen_reduction(red, axis, body, res, rows, dest_type, par)) + "\n"
+
+
+def _gen_reduction(red, axis, body, res, rows, dest_type, par) -> List[str]:
+    """The loops of a reduction pass (kernel orientation: axis 1 is the inner, contiguous one).
+
+    The work is split by shape alone, never by the thread count, so results do not depend on
+    it: axis 1 takes a row per iteration, or (few long rows) chunks of 16K columns whose
+    partial results are combined in order; axis 0 takes blocks of 256 columns, and with few
+    such blocks also chunks of rows (at most 64), combined in order; axis None is axis 1's
+    chunks over every row, combined in order. Partial buffers hold at most 64 x N or
+    M x N / 16K values.
+    """
     arg = red in ("argmax", "argmin")
-    if red == "sum":
-        init, comb = "0", f"acc += (double){res};"
-    elif red == "max":
-        init = "-(T)INFINITY"
-    elif red == "min":
-        init = "(T)INFINITY"
     better = ">" if red in ("max", "argmax") else "<"
+    acc_t = "double" if red == "sum" else "T"
+    init = {"sum": "0", "max": "-(T)INFINITY", "min": "(T)INFINITY",
+            "argmax": "-(T)INFINITY", "argmin": "(T)INFINITY"}[red]
+    L: List[str] = []
+
+    def row_reduce(jlo, jhi):
+        """Reduce element (i, j) over j in [jlo, jhi): acc (and nanc, or bi for arg)."""
+        out = []
+        if arg:
+            out.append(f"T acc = {init}; int64_t bi = {jlo};")
+            out.append(f"for (int64_t j = {jlo}; j < {jhi}; j++) {{")
+            out += body
+            out.append(f"if ({res} {better} acc || ({res} != {res} && acc == acc)) {{ acc = {res}; bi = j; }}")
+            out.append("}")
+        elif red == "sum":
+            out.append("double acc = 0;")
+            out.append("#pragma omp simd reduction(+:acc)")
+            out.append(f"for (int64_t j = {jlo}; j < {jhi}; j++) {{")
+            out += body
+            out.append(f"acc += (double){res};")
+            out.append("}")
+        else:
+            out.append(f"T acc = {init}; int64_t nanc = 0;")
+            out.append(f"#pragma omp simd reduction({red}:acc) reduction(+:nanc)")
+            out.append(f"for (int64_t j = {jlo}; j < {jhi}; j++) {{")
+            out += body
+            out.append(f"acc = {res} {better} acc ? {res} : acc; nanc += ({res} != {res});")
+            out.append("}")
+        return out
+
+    def final(acc, nan="nanc", idx="bi"):
+        if arg:
+            return f"({dest_type}){idx}"
+        if red == "sum":
+            return f"({dest_type}){acc}"
+        return f"({dest_type})({nan} ? (T)NAN : {acc})"
+
+    # Combining a partial (pa, pn, pi) into (a, n, b), in order.
+    if arg:
+        comb = "if (pa {b} a || (pa != pa && a == a)) {{ a = pa; b = pi; }}".format(b=better)
+    elif red == "sum":
+        comb = "a += pa;"
+    else:
+        comb = f"a = pa {better} a ? pa : a; n += pn;"
+
+    def chunked_rows(rows_expr, store_dst):
+        """Partials per (row, column chunk), then each group combined in order."""
+        out = ["const int64_t CH = 16384, nch = (N + CH - 1) / CH;",
+               f"const int64_t np_ = {rows_expr} * nch;",
+               f"{acc_t} *part = ({acc_t} *)malloc(sizeof({acc_t}) * (size_t)np_);",
+               "int64_t *paux = (int64_t *)malloc(sizeof(int64_t) * (size_t)np_);",
+               "if (!part || !paux) { free(part); free(paux); return; }",
+               par,
+               "for (int64_t t = 0; t < np_; t++) {",
+               "const int64_t i = t / nch, j0 = (t % nch) * CH, j1 = j0 + CH < N ? j0 + CH : N;"]
+        out += rows()
+        out += row_reduce("j0", "j1")
+        aux = "bi" if arg else ("nanc" if red != "sum" else "0")
+        out.append(f"part[t] = acc; paux[t] = {aux};")
+        out.append("}")
+        out += store_dst
+        out.append("free(part); free(paux);")
+        return out
+
     if axis == 1:
-        # Reduce along the inner axis: a row per iteration, rows across threads.
+        L.append("if (M >= 16 || N < 65536) {")
         L.append(par)
         L.append("for (int64_t i = 0; i < M; i++) {")
         L += rows()
-        if arg:
-            L.append(f"T best = {'-' if red == 'argmax' else ''}(T)INFINITY; int64_t bi = 0;")
-            L.append("for (int64_t j = 0; j < N; j++) {")
-            L += body
-            L.append(f"if ({res} {better} best || ({res} != {res} && best == best)) {{ best = {res}; bi = j; }}")
-            L.append("}")
-            L.append(f"pd[i * ds0] = ({dest_type})bi;")
-        elif red == "sum":
-            L.append("double acc = 0;")
-            L.append("#pragma omp simd reduction(+:acc)")
-            L.append("for (int64_t j = 0; j < N; j++) {")
-            L += body
-            L.append(comb)
-            L.append("}")
-            L.append(f"pd[i * ds0] = ({dest_type})acc;")
-        else:
-            L.append(f"T acc = {init}; int64_t nanc = 0;")
-            L.append(f"#pragma omp simd reduction({red}:acc) reduction(+:nanc)")
-            L.append("for (int64_t j = 0; j < N; j++) {")
-            L += body
-            L.append(f"acc = {res} {better} acc ? {res} : acc; nanc += ({res} != {res});")
-            L.append("}")
-            L.append(f"pd[i * ds0] = ({dest_type})(nanc ? (T)NAN : acc);")
+        L += row_reduce("0", "N")
+        L.append(f"pd[i * ds0] = {final('acc')};")
+        L.append("}")
+        L.append("} else {")
+        L += chunked_rows("M", [
+            "for (int64_t i = 0; i < M; i++) {",
+            f"{acc_t} a = part[i * nch]; int64_t n = paux[i * nch], b = paux[i * nch]; (void)n; (void)b;",
+            "for (int64_t c = 1; c < nch; c++) {",
+            f"const {acc_t} pa = part[i * nch + c]; const int64_t pn = paux[i * nch + c], pi = pn; (void)pn; (void)pi;",
+            comb, "}",
+            f"pd[i * ds0] = {final('a', 'n', 'b')};",
+            "}"])
         L.append("}")
         L.append("}")
-        return "\n".join(L) + "\n"
-    if axis == 0:
-        # Reduce along the outer axis: a block of columns per iteration, accumulators on the stack.
-        L.append("const int64_t nbc = (N + 255) / 256;")
-        L.append(par)
-        L.append("for (int64_t t = 0; t < nbc; t++) {")
-        L.append("const int64_t j0 = t * 256, j1 = j0 + 256 < N ? j0 + 256 : N;")
-        if arg:
-            L.append(f"T best[256]; int64_t bix[256];")
-            L.append(f"for (int64_t j = 0; j < 256; j++) {{ best[j] = {'-' if red == 'argmax' else ''}(T)INFINITY; bix[j] = 0; }}")
-        else:
-            L.append(f"{acc_t} acc[256];")
-            L.append(f"for (int64_t j = 0; j < 256; j++) acc[j] = {init if red != 'sum' else '0'};")
-        L.append("for (int64_t i = 0; i < M; i++) {")
-        L += rows()
-        L.append("#pragma GCC ivdep")
-        L.append("for (int64_t j = j0; j < j1; j++) {")
-        L += body
-        if arg:
-            L.append(f"const int up = ({res} {better} best[j - j0]) || ({res} != {res} && best[j - j0] == best[j - j0]);")
-            L.append(f"best[j - j0] = up ? {res} : best[j - j0]; bix[j - j0] = up ? i : bix[j - j0];")
-        elif red == "sum":
-            L.append(f"acc[j - j0] += (double){res};")
-        else:
-            L.append(f"acc[j - j0] = ({res} {better} acc[j - j0] || {res} != {res}) ? {res} : acc[j - j0];")
-        L.append("}}")
-        dst = "pd[j * ds1]"
-        L.append("for (int64_t j = j0; j < j1; j++) " +
-                 (f"{dst} = ({dest_type})bix[j - j0];" if arg else f"{dst} = ({dest_type})acc[j - j0];"))
+        return L
+    if axis is None:
+        L += chunked_rows("M", [
+            f"{acc_t} a = part[0]; int64_t n = paux[0]; (void)n;",
+            "for (int64_t t = 1; t < np_; t++) {",
+            f"const {acc_t} pa = part[t]; const int64_t pn = paux[t]; (void)pn;",
+            comb, "}",
+            f"pd[0] = {final('a', 'n')};"])
         L.append("}")
-        L.append("}")
-        return "\n".join(L) + "\n"
-    # axis None: partial results per (row, chunk of columns), combined in a fixed order.
-    L.append("const int64_t CH = 8192, nch = (N + CH - 1) / CH;")
-    L.append(f"{acc_t} *part = ({acc_t} *)malloc(sizeof({acc_t}) * (size_t)(M * nch));")
-    L.append("int64_t *pnan = (int64_t *)calloc((size_t)(M * nch), sizeof(int64_t));")
-    L.append("if (!part || !pnan) { free(part); free(pnan); return; }")
+        return L
+    # axis 0: blocks of 256 columns; with few blocks and many rows, chunks of rows too.
+    L.append("const int64_t nbc = (N + 255) / 256;")
+    L.append("int64_t RCH = M;")
+    L.append("if (M >= 2048 && nbc < 16) { RCH = 512; if ((M + RCH - 1) / RCH > 64) RCH = (M + 63) / 64; }")
+    L.append("int64_t nrc = (M + RCH - 1) / RCH;")
+    L.append(f"{acc_t} *part = NULL; int64_t *paux = NULL;")
+    L.append("if (nrc > 1) {")
+    L.append(f"part = ({acc_t} *)malloc(sizeof({acc_t}) * (size_t)(nrc * N));")
+    L.append("paux = (int64_t *)malloc(sizeof(int64_t) * (size_t)(nrc * N));")
+    L.append("if (!part || !paux) { free(part); free(paux); part = NULL; paux = NULL; RCH = M; nrc = 1; }")
+    L.append("}")
     L.append(par)
-    L.append("for (int64_t t = 0; t < M * nch; t++) {")
-    L.append("const int64_t i = t / nch, j0 = (t % nch) * CH, j1 = j0 + CH < N ? j0 + CH : N;")
+    L.append("for (int64_t t = 0; t < nrc * nbc; t++) {")
+    L.append("const int64_t rc = t / nbc, j0 = (t % nbc) * 256, j1 = j0 + 256 < N ? j0 + 256 : N;")
+    L.append("const int64_t r0 = rc * RCH, r1 = r0 + RCH < M ? r0 + RCH : M;")
+    L.append(f"{acc_t} acc[256]; int64_t aux[256];")
+    L.append(f"for (int64_t j = 0; j < 256; j++) {{ acc[j] = {init}; aux[j] = {'r0' if arg else '0'}; }}")
+    L.append("for (int64_t i = r0; i < r1; i++) {")
     L += rows()
-    if red == "sum":
-        L.append("double acc = 0;")
-        L.append("#pragma omp simd reduction(+:acc)")
-        L.append("for (int64_t j = j0; j < j1; j++) {")
-        L += body
+    L.append("#pragma GCC ivdep")
+    L.append("for (int64_t j = j0; j < j1; j++) {")
+    L += body
+    if arg:
+        L.append(f"const int up = ({res} {better} acc[j - j0]) || ({res} != {res} && acc[j - j0] == acc[j - j0]);")
+        L.append(f"acc[j - j0] = up ? {res} : acc[j - j0]; aux[j - j0] = up ? i : aux[j - j0];")
+    elif red == "sum":
+        L.append(f"acc[j - j0] += (double){res};")
+    else:
+        L.append(f"acc[j - j0] = ({res} {better} acc[j - j0] || {res} != {res}) ? {res} : acc[j - j0];")
+    L.append("}}")
+    L.append("if (nrc == 1) {")
+    L.append("for (int64_t j = j0; j < j1; j++) " +
+             (f"pd[j * ds1] = ({dest_type})aux[j - j0];" if arg else f"pd[j * ds1] = ({dest_type})acc[j - j0];"))
+    L.append("} else {")
+    L.append("for (int64_t j = j0; j < j1; j++) { part[rc * N + j] = acc[j - j0]; paux[rc * N + j] = aux[j - j0]; }")
+    L.append("}")
+    L.append("}")
+    L.append("if (nrc > 1) {")
+    L.append(par)
+    L.append("for (int64_t j = 0; j < N; j++) {")
+    L.append(f"{acc_t} a = part[j]; int64_t b = paux[j]; (void)b;")
+    L.append("for (int64_t rc = 1; rc < nrc; rc++) {")
+    L.append(f"const {acc_t} pa = part[rc * N + j]; const int64_t pi = paux[rc * N + j]; (void)pi;")
+    if arg:
         L.append(comb)
-        L.append("}")
-        L.append("part[t] = acc;")
+    elif red == "sum":
+        L.append("a += pa;")
     else:
-        L.append(f"T acc = {init}; int64_t nanc = 0;")
-        L.append(f"#pragma omp simd reduction({red}:acc) reduction(+:nanc)")
-        L.append("for (int64_t j = j0; j < j1; j++) {")
-        L += body
-        L.append(f"acc = {res} {better} acc ? {res} : acc; nanc += ({res} != {res});")
-        L.append("}")
-        L.append("part[t] = acc; pnan[t] = nanc;")
+        L.append(f"a = (pa {better} a || pa != pa) ? pa : a;")
     L.append("}")
-    if red == "sum":
-        L.append("double tot = 0; for (int64_t t = 0; t < M * nch; t++) tot += part[t];")
-        L.append(f"pd[0] = ({dest_type})tot;")
-    else:
-        L.append(f"T tot = {init}; int64_t nn = 0;")
-        L.append(f"for (int64_t t = 0; t < M * nch; t++) {{ tot = part[t] {better} tot ? part[t] : tot; nn += pnan[t]; }}")
-        L.append(f"pd[0] = ({dest_type})(nn ? (T)NAN : tot);")
-    L.append("free(part); free(pnan);")
+    L.append("pd[j * ds1] = " + (f"({dest_type})b;" if arg else f"({dest_type})a;"))
     L.append("}")
-    return "\n".join(L) + "\n"
+    L.append("free(part); free(paux);")
+    L.append("}")
+    L.append("}")
+    return L
 
 
 # --------------------------------------------------------------------------------------------

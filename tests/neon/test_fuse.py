@@ -499,3 +499,25 @@ def test_a_bare_leaf_or_scalar_is_a_copy_or_a_fill():
     out = run(2.5, out32())
     assert (out == 2.5).all()
     check(ROW, out32())
+
+
+@pytest.mark.parametrize("shape,axis", [((3, 70000), 1), ((5000, 20), 0), ((3, 70000), None)],
+                         ids=["few-long-rows", "many-rows-few-columns", "all"])
+def test_split_reductions_are_exact_and_thread_independent(monkeypatch, shape, axis):
+    """Shapes that split a reduction into chunks combined in order (for parallelism)."""
+    x = np.rint(RS.uniform(-50, 50, shape)).astype(np.float32)
+    x.flat[12345] = 99.0                             # a unique maximum, and a tie below it
+    x.flat[23456] = 99.0 if axis == 1 else 98.0
+    ops = ["sum", "max", "min"] + (["argmax", "argmin"] if axis is not None else [])
+    for op in ops:
+        oshape = (1, 1) if axis is None else ((1, shape[1]) if axis == 0 else (shape[0], 1))
+        results = []
+        for nt in (1, 3):
+            monkeypatch.setattr(_fuse, "_thread_fn", lambda nt=nt: nt)
+            results.append(run(N(op, x, axis=axis), out32(oshape)).copy())
+        np.testing.assert_array_equal(results[0], results[1], err_msg=op)
+        want = oracle(N(op, x, axis=axis))
+        np.testing.assert_array_equal(results[0], want.astype(np.float32), err_msg=op)   # integers: exact
+    x[1, 5] = np.nan
+    got = run(N("max", x, axis=axis), out32((1, 1) if axis is None else ((1, shape[1]) if axis == 0 else (shape[0], 1))))
+    np.testing.assert_array_equal(got, np.max(x, axis=axis, keepdims=True))
