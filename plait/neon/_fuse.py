@@ -52,6 +52,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import logging
 import warnings
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
@@ -81,6 +82,20 @@ _SERIAL_ELEMENTS = 32768
 
 # Counters the tests and the bench read: kernels compiled, loaded from disk, plans built.
 _stats = {"compiled": 0, "loaded": 0, "plans": 0, "fallbacks": 0}
+
+
+_log = logging.getLogger("plait.neon.fuse")
+_warned = [False]
+
+
+def _warn_once(msg: str) -> None:
+    """A RuntimeWarning for the first build problem of the process; later ones only logged."""
+    if not _warned[0]:
+        _warned[0] = True
+        warnings.warn(msg + " (further build problems are logged to 'plait.neon.fuse')",
+                      RuntimeWarning, stacklevel=4)
+    else:
+        _log.warning(msg)
 
 
 class _Unsupported(Exception):
@@ -255,7 +270,7 @@ def _load_kernel(source: str):
         return fn
 
 
-def _build(tc, source: str, folder: str, so_path: str, sum_path: str, extra=()) -> Optional[str]:
+def _build(tc, source: str, folder: str, so_path: str, sum_path: str, extra=(), quiet=False) -> Optional[str]:
     """Compile `source` into so_path (checksum beside it), atomically; the path or None."""
     try:
         os.makedirs(folder, exist_ok=True)
@@ -273,8 +288,8 @@ def _build(tc, source: str, folder: str, so_path: str, sum_path: str, extra=()) 
         r = subprocess.run([tc["cc"], *tc["flags"], *extra, "-shared", "-fPIC", src_tmp, "-o", so_tmp, "-lm"],
                            capture_output=True, text=True, timeout=300)
         if r.returncode != 0:
-            warnings.warn(f"plait.neon: compiling a fused kernel failed, using numpy:\n{r.stderr[-2000:]}",
-                          RuntimeWarning, stacklevel=5)
+            msg = f"plait.neon: compiling {os.path.basename(so_path)} failed:\n{r.stderr[-2000:]}"
+            _log.info(msg) if quiet else _warn_once(msg)
             return None
         digest = _sha(so_tmp)
         with open(sum_tmp, "w") as f:
@@ -283,8 +298,8 @@ def _build(tc, source: str, folder: str, so_path: str, sum_path: str, extra=()) 
         os.replace(so_tmp, so_path)
         return so_path
     except (OSError, subprocess.SubprocessError) as err:
-        warnings.warn(f"plait.neon: could not build a fused kernel ({err}), using numpy",
-                      RuntimeWarning, stacklevel=5)
+        msg = f"plait.neon: could not build {os.path.basename(so_path)} ({err})"
+        _log.info(msg) if quiet else _warn_once(msg)
         return None
     finally:
         for p in (src_tmp, so_tmp, sum_tmp):
@@ -311,8 +326,7 @@ def _compile(tc, source: str, folder: str, so_path: str, sum_path: str):
     try:
         fn = _dlopen(path).plait_fused
     except (OSError, AttributeError) as err:
-        warnings.warn(f"plait.neon: could not load a fused kernel ({err}), using numpy",
-                      RuntimeWarning, stacklevel=4)
+        _warn_once(f"plait.neon: could not load a fused kernel ({err}), using numpy")
         return None
     _stats["compiled"] += 1
     return fn
@@ -347,7 +361,7 @@ def _get_rt():
             so_path = os.path.join(folder, key + ".rt.so")
             sum_path = os.path.join(folder, key + ".rt.sha256")
             if not (os.path.exists(so_path) and _verified(so_path, sum_path)):
-                if _build(tc, _fuse_rt.SOURCE, folder, so_path, sum_path, extra=["-O2", *incs]) is None:
+                if _build(tc, _fuse_rt.SOURCE, folder, so_path, sum_path, extra=["-O2", *incs], quiet=True) is None:
                     return None
                 _stats["compiled"] += 1
             loader = importlib.machinery.ExtensionFileLoader("_plait_neon_rt", so_path)
@@ -357,8 +371,9 @@ def _get_rt():
             mod.init(*_rt_tables())
             _rt = mod
         except Exception as err:  # any failure: the Python path still works
-            warnings.warn(f"plait.neon: the fused-call runtime is unavailable ({err}); using the "
-                          f"slower Python path", RuntimeWarning, stacklevel=3)
+            # Only slower, never wrong: a log line, not a warning.
+            _log.info("plait.neon: the fused-call runtime is unavailable (%s); using the slower "
+                      "Python path", err)
             _rt = None
         return _rt
 
