@@ -331,8 +331,8 @@ class _NumpyEvaluator:
         self.rng = rng
 
     def leaf(self, x):
-        if isinstance(x, CPUTensor):
-            a = x._tensor
+        if isinstance(x, (CPUTensor, np.ndarray)):
+            a = x._tensor if isinstance(x, CPUTensor) else x
             if a.dtype != self.ctype and (a.dtype.kind != "f" or a.dtype.itemsize < self.ctype.itemsize):
                 a = a.astype(self.ctype)
             return a
@@ -432,22 +432,48 @@ def fuse_enabled():
     return _fuse_module is not None and os.environ.get("PLAIT_NEON_FUSE") != "0"
 
 
-def _to_arrays(node):
-    """The op-tree with every Tensor leaf (and onehot's index tensor) replaced by its ndarray."""
+_SPLIT_OPS = frozenset({"dot", "onehot"})
+
+
+def _to_arrays(node, ev=None):
+    """The op-tree with every Tensor leaf (and onehot's index tensor) replaced by its ndarray.
+
+    With a numpy evaluator ``ev``, ``dot`` and ``onehot`` subtrees (which the fused executor does
+    not take) are computed first (dot by BLAS) and enter the tree as ndarray leaves, as neon
+    split its trees at ``dot``.
+    """
     d, left, right = node
+    if ev is not None and d["op"] in _SPLIT_OPS:
+        return np.asarray(ev(node))
     if "idx" in d and isinstance(d["idx"], CPUTensor):
         d = dict(d)
         d["idx"] = d["idx"]._tensor
     tl, tr = type(left), type(right)
     if tl is OpTreeNode:
-        left = _to_arrays(left)
+        left = _to_arrays(left, ev)
     elif tl is CPUTensor or isinstance(left, CPUTensor):
         left = left._tensor
     if tr is OpTreeNode:
-        right = _to_arrays(right)
+        right = _to_arrays(right, ev)
     elif tr is CPUTensor or isinstance(right, CPUTensor):
         right = right._tensor
     return tuple.__new__(OpTreeNode, (d, left, right))
+
+
+def _dot_into(dst, node):
+    """``dst = a . b`` straight from BLAS when ``node`` is a dot of two tensors of ``dst``'s float
+    dtype and ``dst`` is contiguous and separate from them; False otherwise."""
+    a, b = node[1], node[2]
+    if not (isinstance(a, CPUTensor) and isinstance(b, CPUTensor)):
+        return False
+    a, b = a._tensor, b._tensor
+    if not (dst.dtype == a.dtype == b.dtype and dst.dtype.char in "fd" and dst.flags.c_contiguous
+            and a.ndim == b.ndim == 2):
+        return False
+    if np.may_share_memory(dst, a) or np.may_share_memory(dst, b):
+        return False
+    np.dot(a, b, out=dst)
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -619,10 +645,16 @@ class NervanaCPU(Backend):
         if isinstance(value, OpTreeNode):
             if value[0]["shape"] != dst.shape:
                 self._check_assign_shape(out, value)
+            if value[0]["op"] == "dot" and _dot_into(dst, value):
+                return out
             if fuse_enabled():
-                if _fuse_module.execute(_to_arrays(value), dst, rng=self.rng):
+                ev = _NumpyEvaluator(_compute_dtype(dst.dtype), dst.shape, self.rng)
+                tree = _to_arrays(value, ev)
+                if type(tree) is OpTreeNode and _fuse_module.execute(tree, dst, rng=self.rng):
                     return out
-            result = evaluate(value, dst.shape, dst.dtype, self.rng)
+                result = ev(tree)
+            else:
+                result = evaluate(value, dst.shape, dst.dtype, self.rng)
         elif isinstance(value, CPUTensor):
             self._check_assign_shape(out, value)
             result = value._tensor

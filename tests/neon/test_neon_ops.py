@@ -755,3 +755,35 @@ def test_reductions_into_row_and_column_slices(be):
     cols[:, 1] = be.argmin(X, axis=1)
     np.testing.assert_allclose(cols.get()[:, 0], h.std(axis=1), rtol=1e-5)
     np.testing.assert_array_equal(cols.get()[:, 1], h.argmin(axis=1))
+
+
+def test_dot_subtrees_are_split_off_before_fusing(monkeypatch):
+    """The fused executor gets the elementwise rest of a tree; dots run on BLAS first."""
+    import plait.neon.nervanacpu as cpu
+
+    seen = []
+
+    class FakeFuse:
+        @staticmethod
+        def execute(tree, out, rng=None):
+            stack = tree.traverse([])
+            seen.append([x["op"] for x in stack if isinstance(x, dict)])
+            assert all(not isinstance(x, type(tree)) for x in stack)
+            return False  # decline: the numpy evaluator finishes the job
+
+    monkeypatch.setattr(cpu, "_fuse_module", FakeFuse)
+    monkeypatch.setenv("PLAIT_NEON_FUSE", "1")
+    be = NervanaCPU(rng_seed=0)
+    w, x, b = _rand((4, 5), seed=1), _rand((5, 3), seed=2), _rand((4, 1), seed=3)
+    W, X, B = be.array(w), be.array(x), be.array(b)
+    out = be.empty((4, 3))
+    out[:] = be.sig(be.dot(W, X) + B)
+    assert seen == [["add", "sig"]]
+    _close(out.get(), 1 / (1 + np.exp(-(_host(W) @ _host(X) + _host(B)))))
+    be.dot(W, X, out=out)  # a bare dot goes straight to BLAS
+    assert len(seen) == 1
+    _close(out.get(), _host(W) @ _host(X))
+    idx = be.array([[0, 2, 3]], dtype=np.int32)
+    out[:] = be.onehot(idx, axis=0) * 3.0
+    assert seen[-1] == ["mul"]
+    np.testing.assert_array_equal(out.get(), np.eye(4)[[0, 2, 3]].T * 3)
