@@ -1,12 +1,15 @@
 """neon's ``neon.backends.nervanacpu``: the CPU tensor and the CPU backend.
 
-Assignments run in two tiers. First the fused executor ``plait.neon._fuse.execute(tree, out,
-rng=...)`` is offered the tree (every Tensor leaf replaced by its ndarray); when it declines (or
-is not importable, or ``PLAIT_NEON_FUSE=0``), the numpy evaluator of this module runs it. The
-numpy evaluator is the reference: it handles every op of :class:`OpCollection`.
+Assignments run in two tiers. A tree is first split at ``dot`` (BLAS) and ``onehot``, whose
+results enter as ndarray leaves (a bare ``dot`` is written by BLAS straight into the output);
+the rest is offered to the fused executor ``plait.neon._fuse.execute(tree, out, rng=...)`` with
+every Tensor leaf replaced by its ndarray. When it declines (or is not importable, or
+``PLAIT_NEON_FUSE=0``), the numpy evaluator of this module runs it. The numpy evaluator is the
+reference: it handles every op of :class:`OpCollection`.
 
 float16 tensors are stored as float16 and computed in float32. Convolution, deconvolution and
-pooling are delegated to ``plait.neon._layers`` (functions of the same names, given ndarrays).
+pooling are delegated to ``plait.neon._layers`` (functions of the same names, given ndarrays);
+LRN and ROI pooling too when ``_layers`` has them, else ``plait.neon._norm_roi`` runs them.
 """
 import os
 import time
