@@ -367,3 +367,21 @@ def test_output_dim_and_caffe_mode(be):
     assert be.output_dim(5, 2, 1, 2, pooling=True) == 3  # last window inside the padding dropped
     with pytest.raises(ValueError, match="padding"):
         be.output_dim(5, 2, 2, 1, pooling=True)
+
+
+def test_importing_the_face_leaves_other_faces_and_frameworks_out():
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys\n"
+        "import plait.neon, plait.neon.autodiff\n"
+        "be = plait.neon.gen_backend(batch_size=2)\n"
+        "t = be.ones((2, 2)); t[:] = t * 2 + 1\n"
+        "bad = ('torch', 'tensorflow', 'cupy', 'jax', 'plait.chainer', 'plait.api', 'plait.layers')\n"
+        "print(json.dumps(sorted(m for m in bad if m in sys.modules)))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == []
