@@ -459,6 +459,12 @@ def test_batched_dot_three_modes(be):
     be.batched_dot(E, I.T, out, alpha=0.5, beta=2.0)
     expected = 0.5 * np.einsum("xkn,xcn->kc", _host(E), _host(I)) + 2.0 * c0.astype(np.float32)
     _close(out.get(), expected)
+    # relu is applied to alpha * product, before the beta term
+    c1 = _rand((X, K, N), seed=11)
+    out = be.array(c1)
+    be.batched_dot(A, be.array(b_xcn), out, alpha=-1.0, beta=0.5, relu=True)
+    prod = np.einsum("kc,xcn->xkn", _host(A), b_xcn.astype(np.float32).astype(np.float64))
+    _close(out.get(), np.maximum(-prod, 0) + 0.5 * c1.astype(np.float32))
     with pytest.raises(ValueError, match="batched_dot"):
         be.batched_dot(A, be.array(b_xkn), be.empty((X, K, N)))
 
