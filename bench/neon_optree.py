@@ -179,7 +179,8 @@ def main(argv=None) -> int:
 
     print(f"\nneon op-trees into a {n}x{n} float32 out ({n * n / 1e6:.2f}M elements), "
           f"{args.threads} thread(s), median of {args.rounds} alternating rounds\n")
-    head = "| expression | ops | method | ms/call (CPU) | ms/call (wall) | vs numpy (CPU) | peak extra MB | max rel. diff vs numpy |"
+    head = ("| expression | ops | method | ms/call (CPU) | ms/call (wall) | vs numpy (CPU) | "
+            "peak extra MB | max rel. diff vs numpy |")
     print(head)
     print("|---|---:|---|---:|---:|---:|---:|---:|")
     for name, ops, *_ in cases:

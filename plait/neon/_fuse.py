@@ -498,13 +498,7 @@ class _N:
 
 
 class _Pass:
-    __slots__ = ("red", "axis", "inputs", "dest", "tshape", "transposed", "fn", "has_rand",
-                 "nin", "dest_kind", "rank_src")
-
-
-def _flags_of(tok):
-    """(dim0 is 1, dim1 is 1, dim0 unit stride, dim1 unit stride) of a leaf token."""
-    return tok[1], tok[2], tok[3], tok[4]
+    __slots__ = ("red", "axis", "inputs", "dest", "transposed", "fn", "has_rand", "nin")
 
 
 class _Plan:

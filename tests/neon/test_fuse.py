@@ -509,8 +509,8 @@ def test_split_reductions_are_exact_and_thread_independent(monkeypatch, shape, a
     x.flat[12345] = 99.0                             # a unique maximum, and a tie below it
     x.flat[23456] = 99.0 if axis == 1 else 98.0
     ops = ["sum", "max", "min"] + (["argmax", "argmin"] if axis is not None else [])
+    oshape = (1, 1) if axis is None else ((1, shape[1]) if axis == 0 else (shape[0], 1))
     for op in ops:
-        oshape = (1, 1) if axis is None else ((1, shape[1]) if axis == 0 else (shape[0], 1))
         results = []
         for nt in (1, 3):
             monkeypatch.setattr(_fuse, "_thread_fn", lambda nt=nt: nt)
@@ -519,5 +519,5 @@ def test_split_reductions_are_exact_and_thread_independent(monkeypatch, shape, a
         want = oracle(N(op, x, axis=axis))
         np.testing.assert_array_equal(results[0], want.astype(np.float32), err_msg=op)   # integers: exact
     x[1, 5] = np.nan
-    got = run(N("max", x, axis=axis), out32((1, 1) if axis is None else ((1, shape[1]) if axis == 0 else (shape[0], 1))))
+    got = run(N("max", x, axis=axis), out32(oshape))
     np.testing.assert_array_equal(got, np.max(x, axis=axis, keepdims=True))
