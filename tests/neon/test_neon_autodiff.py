@@ -62,6 +62,8 @@ CASES = {
     "reductions": lambda be, a, b, p: be.sum(a * b, axis=0) + be.mean(p, axis=0),
     "reduce_all": lambda be, a, b, p: be.sum(be.exp(a)) * b,
     "min_reduction": lambda be, a, b, p: be.min(a * b, axis=1) * be.max(p, axis=1),
+    "mean_var_std": lambda be, a, b, p: be.var(a, axis=1) * be.std(p, axis=1) + be.mean(b * a),
+    "clip_reciprocal": lambda be, a, b, p: be.clip(a, -0.5, 0.7) + be.reciprocal(p),
     "comparisons_are_constant": lambda be, a, b, p: a * (a > b) + b * be.sgn(a),
 }
 
