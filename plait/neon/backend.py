@@ -557,9 +557,10 @@ class Backend:
         """
         if x is not None:
             return x
-        if self.bsz is None:
+        if not self.bsz:
             raise ValueError(
-                "iobuf needs the batch size: make the backend with gen_backend(batch_size=N) or set be.bsz"
+                f"iobuf needs the batch size, but be.bsz is {self.bsz!r}: make the backend with "
+                f"gen_backend(batch_size=N) or set be.bsz = N"
             )
         if isinstance(dim0, (tuple, list)):
             dim0 = tuple(int(d) for d in dim0)

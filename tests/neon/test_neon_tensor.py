@@ -119,6 +119,8 @@ def test_one_d_shapes_become_columns(be):
 def test_iobuf_and_shared_sizes(be):
     with pytest.raises(ValueError, match="batch size"):
         be.iobuf(4)
+    with pytest.raises(ValueError, match=r"be.bsz is 0.*batch_size=N"):
+        gen_backend().iobuf(4)  # gen_backend's default batch_size is 0
     be.bsz = 8
     assert be.iobuf(4).shape == (4, 8)
     assert be.iobuf((3, 2)).shape == (3, 16)
