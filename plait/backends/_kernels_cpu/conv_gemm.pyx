@@ -819,6 +819,11 @@ def bias_grad(dY):
 
 cdef extern from *:
     """
+    /* Buffers on 64-byte boundaries: rows of whole vectors then never straddle cache lines. */
+    static float* pbl_alloc(int64_t n) {
+        return (float*)aligned_alloc(64, (size_t)((n * (int64_t)sizeof(float) + 63) / 64 * 64));
+    }
+
     typedef struct {
         int64_t C, H, W, N, K, R, S, sh, sw, ph, pw, dh, dw, P, Q;
     } pbl_geom;
@@ -886,7 +891,7 @@ cdef extern from *:
         const int64_t VW = pcg_width(isa, sizeof(float)), KC = g->C * g->R * g->S;
         const int64_t Kp = pcg_roundup(g->K, pcg_mr(isa));
         const int64_t QN = g->Q * g->N, ldmax = pcg_roundup(PB * QN, VW);
-        float* col = (float*)malloc(KCB * ldmax * sizeof(float));
+        float* col = pbl_alloc(KCB * ldmax);
         int64_t pb, pe, row, c, r, s, k0, k1;
         if (!col) return -1;
         for (pb = p0; pb < p1; pb = pe) {
@@ -917,8 +922,9 @@ cdef extern from *:
         const int64_t r0 = c0 * RS, nr = (c1 - c0) * RS, K = g->K;
         const int64_t QN = g->Q * g->N, PQN = g->P * QN, ldmax = pcg_roundup(PB * QN, VW);
         const int64_t rch = pcg_roundup(RCH, MR);
-        float* Ap = (float*)malloc((pcg_roundup(nr, MR) * K + rch * ldmax + K * ldmax) * sizeof(float));
-        float* dcol = Ap + pcg_roundup(nr, MR) * K;
+        const int64_t nAp = pcg_roundup(pcg_roundup(nr, MR) * K, 16);
+        float* Ap = pbl_alloc(nAp + rch * ldmax + K * ldmax);
+        float* dcol = Ap + nAp;
         float* Eb = dcol + rch * ldmax;
         int64_t pb, pe, i, i0, i1, k, c, r, s;
         if (!Ap) return -1;
@@ -927,15 +933,13 @@ cdef extern from *:
         for (pb = 0; pb < g->P; pb = pe) {
             pe = g->P - pb < PB ? g->P : pb + PB;
             const int64_t Lb = (pe - pb) * QN, ld = pcg_roundup(Lb, VW);
-            const float* B = E + pb * QN;
-            int64_t ldb = PQN;
-            if (ld != Lb) {  /* rows padded to whole vectors */
-                for (k = 0; k < K; k++) {
-                    memcpy(Eb + k * ld, E + k * PQN + pb * QN, Lb * sizeof(float));
-                    memset(Eb + k * ld + Lb, 0, (ld - Lb) * sizeof(float));
-                }
-                B = Eb; ldb = ld;
+            /* E's block copied to aligned rows of whole vectors */
+            for (k = 0; k < K; k++) {
+                memcpy(Eb + k * ld, E + k * PQN + pb * QN, Lb * sizeof(float));
+                if (ld > Lb) memset(Eb + k * ld + Lb, 0, (ld - Lb) * sizeof(float));
             }
+            const float* B = Eb;
+            const int64_t ldb = ld;
             for (i0 = 0; i0 < nr; i0 = i1) {
                 i1 = nr - i0 < rch ? nr : i0 + rch;
                 PCG_ISA_CALL(pcg_f, nn, (i1 - i0, Lb, K, Ap + i0 * K, B, ldb, dcol, ld, (const float*)NULL, 0))
@@ -957,9 +961,10 @@ cdef extern from *:
         const int64_t VW = pcg_width(isa, sizeof(float)), MR = pcg_mr(isa), K = g->K;
         const int64_t nr = r1 - r0, ldk = pcg_roundup(K, VW), rch = pcg_roundup(RCH, MR);
         const int64_t QN = g->Q * g->N, PQN = g->P * QN, Lmax = PB * QN;
-        float* Ap = (float*)malloc((rch * Lmax + MR * Lmax + Lmax * ldk) * sizeof(float));
-        float* tmp = Ap + rch * Lmax;
-        float* ET = tmp + MR * Lmax;
+        const int64_t nAp = pcg_roundup(rch * Lmax, 16), ntmp = pcg_roundup(MR * Lmax, 16);
+        float* Ap = pbl_alloc(nAp + ntmp + Lmax * ldk);
+        float* tmp = Ap + nAp;
+        float* ET = tmp + ntmp;
         int64_t pb, pe, i0, i1, j0, rr, l, k, c, r, s;
         if (!Ap) return -1;
         if (nr <= 0) { free(Ap); return 0; }
@@ -993,6 +998,89 @@ cdef extern from *:
         free(Ap);
         return 0;
     }
+
+    /* The filter gradient transposed, for few output maps (K below a register tile's width):
+       GFT (K, C*R*S) rows [k0, k1) = sum over blocks of E[rows, block] @ col[:, block].T, so
+       that the kernel's wide side runs over the window rows. */
+    static int pbl_backward_filter_t(const float* In, const float* E, float* GFT, int64_t k0, int64_t k1,
+                                     int64_t PB, const pbl_geom* g, int isa) {
+        const int64_t VW = pcg_width(isa, sizeof(float)), MR = pcg_mr(isa);
+        const int64_t KC = g->C * g->R * g->S, KCp = pcg_roundup(KC, VW), nk = k1 - k0;
+        const int64_t nkp = pcg_roundup(nk, MR), QN = g->Q * g->N, PQN = g->P * QN, Lmax = PB * QN;
+        const int64_t nAp = pcg_roundup(nkp * Lmax, 16), ntmp = pcg_roundup(16 * Lmax, 16);
+        float* Ap = pbl_alloc(nAp + ntmp + Lmax * KCp);
+        float* tmp = Ap + nAp;
+        float* colT = tmp + ntmp;
+        int64_t pb, pe, i0, rr, l, j0, jj, c, r, s;
+        if (!Ap) return -1;
+        if (nk <= 0) { free(Ap); return 0; }
+        for (pb = 0; pb < g->P; pb = pe) {
+            pe = g->P - pb < PB ? g->P : pb + PB;
+            const int64_t Lb = (pe - pb) * QN;
+            for (i0 = 0; i0 < nkp; i0 += MR) {
+                float* a = Ap + i0 * Lb;
+                for (rr = 0; rr < MR; rr++) {
+                    if (i0 + rr < nk) {
+                        const float* e = E + (k0 + i0 + rr) * PQN + pb * QN;
+                        for (l = 0; l < Lb; l++) a[l * MR + rr] = e[l];
+                    } else for (l = 0; l < Lb; l++) a[l * MR + rr] = 0;
+                }
+            }
+            for (j0 = 0; j0 < KCp; j0 += 16) {
+                const int64_t nj = KCp - j0 < 16 ? KCp - j0 : 16;
+                for (jj = 0; jj < nj; jj++) {
+                    if (j0 + jj < KC) {
+                        pbl_rcs(j0 + jj, g, &c, &r, &s);
+                        pbl_im2row(In, tmp + jj * Lb, c, r, s, pb, pe, g);
+                    } else memset(tmp + jj * Lb, 0, Lb * sizeof(float));
+                }
+                for (l = 0; l < Lb; l++) {
+                    float* d = colT + l * KCp + j0;
+                    for (jj = 0; jj < nj; jj++) d[jj] = tmp[jj * Lb + l];
+                }
+            }
+            PCG_ISA_CALL(pcg_f, nn, (nk, KC, Lb, Ap, colT, KCp, GFT + k0 * KC, KC,
+                                     (const float*)NULL, pb > 0))
+        }
+        free(Ap);
+        return 0;
+    }
+
+    /* The filter gradient for unit width stride and whole-vector batches, without copies:
+       for each filter tap (r, s) and output row p, the run of output positions whose window
+       reads inside the image is one contiguous run of both the input rows (channel c's at
+       stride H*W*N) and the error rows (map k's at stride P*Q*N), so grad_F[(c, r, s), k] sums
+       dot products of runs straight from the arrays (the dot kernel, partial sums in vector
+       registers), added up per tap in output-row order. Input channels [c0, c1). */
+    static int pbl_backward_filter_dot(const float* In, const float* E, float* GF, int64_t c0, int64_t c1,
+                                       const pbl_geom* g, int isa) {
+        const int64_t N = g->N, K = g->K, RS = g->R * g->S, nc = c1 - c0;
+        const int64_t QN = g->Q * N, PQN = g->P * QN, HWN = g->H * g->W * N;
+        float* part = pbl_alloc(nc * K);
+        int64_t r, s, p, c, k;
+        if (!part) return -1;
+        for (c = c0; c < c1; c++) memset(GF + c * RS * K, 0, RS * K * sizeof(float));
+        for (r = 0; r < g->R; r++)
+            for (s = 0; s < g->S; s++) {
+                const int64_t x0 = s * g->dw - g->pw;
+                int64_t qlo = x0 < 0 ? -x0 : 0, qhi = g->W - x0 < g->Q ? g->W - x0 : g->Q;
+                if (qhi <= qlo) continue;
+                for (p = 0; p < g->P; p++) {
+                    const int64_t y = p * g->sh - g->ph + r * g->dh;
+                    if (y < 0 || y >= g->H) continue;
+                    const float* A = In + ((c0 * g->H + y) * g->W + qlo + x0) * N;
+                    const float* B = E + (p * g->Q + qlo) * N;
+                    PCG_ISA_CALL(pcg_f, dot, (nc, K, (qhi - qlo) * N, A, HWN, B, PQN, part, K))
+                    for (c = 0; c < nc; c++) {
+                        float* gf = GF + (((c0 + c) * g->R + r) * g->S + s) * K;
+                        const float* pp = part + c * K;
+                        for (k = 0; k < K; k++) gf[k] += pp[k];
+                    }
+                }
+            }
+        free(part);
+        return 0;
+    }
     """
     ctypedef struct pbl_geom:
         int64_t C, H, W, N, K, R, S, sh, sw, ph, pw, dh, dw, P, Q
@@ -1002,6 +1090,10 @@ cdef extern from *:
                           int64_t RCH, const pbl_geom* g, int isa) noexcept nogil
     int pbl_backward_filter(const float* In, const float* E, float* GF, int64_t r0, int64_t r1, int64_t PB,
                             int64_t RCH, const pbl_geom* g, int isa) noexcept nogil
+    int pbl_backward_filter_t(const float* In, const float* E, float* GFT, int64_t k0, int64_t k1,
+                              int64_t PB, const pbl_geom* g, int isa) noexcept nogil
+    int pbl_backward_filter_dot(const float* In, const float* E, float* GF, int64_t c0, int64_t c1,
+                                const pbl_geom* g, int isa) noexcept nogil
 
 
 # Positions per block (output rows x Q x N) in the batch-last products: the window copy of a
@@ -1015,6 +1107,12 @@ _BL_POSITIONS_FILTER = 1024
 _BL_CONTRACTION = 128
 _BL_ROWS = 64
 _BL_ROWS_FILTER = 120
+# Small filter gradients (K * C*R*S up to 96->128 3x3's, images up to 64x64) with unit width
+# stride and whole-vector batches: dot products of runs read in place (no window copies), which
+# measured 7-35% faster there and 10-40% slower on larger layers.
+_BL_FILTER_DOT = True
+_BL_FILTER_DOT_WORK = 128 * 96 * 9
+_BL_FILTER_DOT_AREA = 4096
 
 
 cdef bint _bl_geom(pbl_geom* g, tuple geom):
@@ -1116,14 +1214,44 @@ def backward_filter_bl(I, E, GF, tuple geom):
         return None
     cdef int isa = pcg_isa()
     cdef int64_t MR = pcg_mr(isa)
-    cdef cnp.ndarray ia = I, ea = E, ga = GF
+    cdef cnp.ndarray ia = I, ea = E, ga = GF, gta
     cdef const float* ip = <const float*>cnp.PyArray_DATA(ia)
     cdef const float* ep = <const float*>cnp.PyArray_DATA(ea)
     cdef float* gp = <float*>cnp.PyArray_DATA(ga)
-    cdef int64_t PB = max(1, _BL_POSITIONS_FILTER // (g.Q * g.N)), RCH = _BL_ROWS_FILTER
-    cdef int64_t nc = _chunks(max(1, KC // (4 * MR))), t
-    cdef int64_t step = pcg_roundup((KC + nc - 1) // nc, MR)
+    cdef float* gtp
+    cdef int64_t t, nc, step, PB
     cdef int failed = 0
+    if (_BL_FILTER_DOT and g.sw == 1 and g.N % pcg_width(isa, 4) == 0
+            and g.K * KC <= _BL_FILTER_DOT_WORK and g.H * g.W <= _BL_FILTER_DOT_AREA):
+        nc = _chunks(g.C)
+        step = (g.C + nc - 1) // nc
+        for t in prange(nc, nogil=True, schedule="static", num_threads=nc):
+            if t * step < g.C:
+                if pbl_backward_filter_dot(ip, ep, gp, t * step, min((t + 1) * step, g.C), &g, isa):
+                    failed += 1
+        if failed:
+            raise MemoryError("conv_gemm.backward_filter_bl: cannot allocate a buffer")
+        return True
+    if g.K < 4 * pcg_width(isa, 4) and KC >= 4 * pcg_width(isa, 4):
+        # few output maps: the transposed product, wide over the window rows
+        GFT = numpy.empty((g.K, KC), dtype=numpy.float32)
+        gta = GFT
+        gtp = <float*>cnp.PyArray_DATA(gta)
+        PB = max(1, _BL_POSITIONS_FILTER // (g.Q * g.N))
+        nc = _chunks(max(1, g.K // MR))
+        step = pcg_roundup((g.K + nc - 1) // nc, MR)
+        for t in prange(nc, nogil=True, schedule="static", num_threads=nc):
+            if t * step < g.K:
+                if pbl_backward_filter_t(ip, ep, gtp, t * step, min((t + 1) * step, g.K), PB, &g, isa):
+                    failed += 1
+        if failed:
+            raise MemoryError("conv_gemm.backward_filter_bl: cannot allocate a buffer")
+        GF.reshape(KC, g.K)[...] = GFT.T
+        return True
+    PB = max(1, _BL_POSITIONS_FILTER // (g.Q * g.N))
+    cdef int64_t RCH = _BL_ROWS_FILTER
+    nc = _chunks(max(1, KC // (4 * MR)))
+    step = pcg_roundup((KC + nc - 1) // nc, MR)
     for t in prange(nc, nogil=True, schedule="static", num_threads=nc):
         if t * step < KC:
             if pbl_backward_filter(ip, ep, gp, t * step, min((t + 1) * step, KC), PB, RCH, &g, isa):
