@@ -140,6 +140,11 @@ CONV_CASES = {
                                pad_w=1, str_d=2, str_h=1, str_w=2, dil_d=2, dil_h=2),
     "3d-depth-pad-only": dict(N=2, C=3, K=2, D=1, H=5, W=5, T=1, R=3, S=3, pad_d=1, pad_h=1, pad_w=1),
     "1x1": dict(N=5, C=6, K=7, H=4, W=3),
+    # batch-last filter-gradient variants: whole-vector batches (dot products of runs in place),
+    # few output maps (the transposed product), many maps (window copies)
+    "2d-batch16": dict(N=16, C=8, K=12, H=6, W=7, R=3, S=3, pad_h=1, pad_w=2, dil_w=2),
+    "2d-few-maps": dict(N=3, C=9, K=5, H=6, W=6, R=3, S=3, pad_h=1, str_h=2),
+    "2d-many-maps": dict(N=2, C=3, K=70, H=5, W=5, R=2, S=2),
     "1x1-3d": dict(N=2, C=3, K=4, D=2, H=3, W=3),
 }
 
