@@ -819,6 +819,18 @@ def bias_grad(dY):
 
 cdef extern from *:
     """
+    /* The batch-last products' own register tile on AVX-512 (float32): 6 rows x 4 vectors of
+       accumulators (the batch-first products keep 5 x 4); the other levels share theirs. */
+    #ifdef PCG_X86_DISPATCH
+    #define PBL_MR4 6
+    PCG_DEFINE_PRODUCTS(pbl_f_v4, pcg_f, int32_t, 16, PBL_MR4, 4, 4, 4, PCG_V4)
+    #define PBL_NN(ARGS) if (isa == 4) pbl_f_v4_nn ARGS; else { PCG_ISA_CALL(pcg_f, nn, ARGS) }
+    static int64_t pbl_mr(int isa) { return isa == 4 ? PBL_MR4 : pcg_mr(isa); }
+    #else
+    #define PBL_NN(ARGS) PCG_ISA_CALL(pcg_f, nn, ARGS)
+    static int64_t pbl_mr(int isa) { return pcg_mr(isa); }
+    #endif
+
     /* Buffers on 64-byte boundaries: rows of whole vectors then never straddle cache lines. */
     static float* pbl_alloc(int64_t n) {
         return (float*)aligned_alloc(64, (size_t)((n * (int64_t)sizeof(float) + 63) / 64 * 64));
@@ -847,6 +859,37 @@ cdef extern from *:
             if (g->sw == 1) memcpy(d + qlo * N, src + (qlo + x0) * N, (qhi - qlo) * N * sizeof(float));
             else for (q = qlo; q < qhi; q++) memcpy(d + q * N, src + (q * g->sw + x0) * N, N * sizeof(float));
             if (qhi < Q) memset(d + qhi * N, 0, (Q - qhi) * N * sizeof(float));
+        }
+    }
+
+    /* pbl_im2row writing every value `ld` apart (the rows of a packed block, interleaved). */
+    static void pbl_im2row_strided(const float* In, float* dst, int64_t ld, int64_t c, int64_t r,
+                                   int64_t s, int64_t p0, int64_t p1, const pbl_geom* g) {
+        const int64_t N = g->N, W = g->W, Q = g->Q, x0 = s * g->dw - g->pw;
+        int64_t qlo = x0 < 0 ? (-x0 + g->sw - 1) / g->sw : 0;
+        int64_t qhi = W - 1 - x0 < 0 ? 0 : (W - 1 - x0) / g->sw + 1;
+        int64_t p, q, n;
+        if (qhi > Q) qhi = Q;
+        if (qlo > qhi) qlo = qhi;
+        for (p = p0; p < p1; p++) {
+            float* d = dst + (p - p0) * Q * N * ld;
+            const int64_t y = p * g->sh - g->ph + r * g->dh;
+            if (y < 0 || y >= g->H) { for (n = 0; n < Q * N; n++) d[n * ld] = 0; continue; }
+            const float* src = In + (c * g->H + y) * W * N;
+            for (n = 0; n < qlo * N; n++) d[n * ld] = 0;
+            if (g->sw == 1) {
+                const float* sp = src + (qlo + x0) * N;
+                float* dp = d + qlo * N * ld;
+                const int64_t len = (qhi - qlo) * N;
+                for (n = 0; n < len; n++) dp[n * ld] = sp[n];
+            } else {
+                for (q = qlo; q < qhi; q++) {
+                    const float* sp = src + (q * g->sw + x0) * N;
+                    float* dp = d + q * N * ld;
+                    for (n = 0; n < N; n++) dp[n * ld] = sp[n];
+                }
+            }
+            for (n = qhi * N; n < Q * N; n++) d[n * ld] = 0;
         }
     }
 
@@ -889,7 +932,7 @@ cdef extern from *:
     static int pbl_forward(const float* In, const float* Fp, float* O, int64_t p0, int64_t p1,
                            int64_t PB, int64_t KCB, const pbl_geom* g, int isa) {
         const int64_t VW = pcg_width(isa, sizeof(float)), KC = g->C * g->R * g->S;
-        const int64_t Kp = pcg_roundup(g->K, pcg_mr(isa));
+        const int64_t Kp = pcg_roundup(g->K, pbl_mr(isa));
         const int64_t QN = g->Q * g->N, ldmax = pcg_roundup(PB * QN, VW);
         float* col = pbl_alloc(KCB * ldmax);
         int64_t pb, pe, row, c, r, s, k0, k1;
@@ -905,7 +948,7 @@ cdef extern from *:
                     pbl_im2row(In, d, c, r, s, pb, pe, g);
                     if (ld > Lb) memset(d + Lb, 0, (ld - Lb) * sizeof(float));
                 }
-                PCG_ISA_CALL(pcg_f, nn, (g->K, Lb, k1 - k0, Fp + k0 * Kp, col, ld, O + pb * QN,
+                PBL_NN((g->K, Lb, k1 - k0, Fp + k0 * Kp, col, ld, O + pb * QN,
                                          g->P * QN, (const float*)NULL, k0 > 0))
             }
         }
@@ -918,7 +961,7 @@ cdef extern from *:
        the image (pbl_row2im). */
     static int pbl_backward_data(const float* E, const float* F, float* GI, int64_t c0, int64_t c1,
                                  int64_t PB, int64_t RCH, const pbl_geom* g, int isa) {
-        const int64_t VW = pcg_width(isa, sizeof(float)), MR = pcg_mr(isa), RS = g->R * g->S;
+        const int64_t VW = pcg_width(isa, sizeof(float)), MR = pbl_mr(isa), RS = g->R * g->S;
         const int64_t r0 = c0 * RS, nr = (c1 - c0) * RS, K = g->K;
         const int64_t QN = g->Q * g->N, PQN = g->P * QN, ldmax = pcg_roundup(PB * QN, VW);
         const int64_t rch = pcg_roundup(RCH, MR);
@@ -942,7 +985,7 @@ cdef extern from *:
             const int64_t ldb = ld;
             for (i0 = 0; i0 < nr; i0 = i1) {
                 i1 = nr - i0 < rch ? nr : i0 + rch;
-                PCG_ISA_CALL(pcg_f, nn, (i1 - i0, Lb, K, Ap + i0 * K, B, ldb, dcol, ld, (const float*)NULL, 0))
+                PBL_NN((i1 - i0, Lb, K, Ap + i0 * K, B, ldb, dcol, ld, (const float*)NULL, 0))
                 for (i = i0; i < i1; i++) {
                     pbl_rcs(r0 + i, g, &c, &r, &s);
                     pbl_row2im(dcol + (i - i0) * ld, GI, c, r, s, pb, pe, g);
@@ -958,7 +1001,7 @@ cdef extern from *:
        product is summed in registers over the block, the blocks added in order. */
     static int pbl_backward_filter(const float* In, const float* E, float* GF, int64_t r0, int64_t r1,
                                    int64_t PB, int64_t RCH, const pbl_geom* g, int isa) {
-        const int64_t VW = pcg_width(isa, sizeof(float)), MR = pcg_mr(isa), K = g->K;
+        const int64_t VW = pcg_width(isa, sizeof(float)), MR = pbl_mr(isa), K = g->K;
         const int64_t nr = r1 - r0, ldk = pcg_roundup(K, VW), rch = pcg_roundup(RCH, MR);
         const int64_t QN = g->Q * g->N, PQN = g->P * QN, Lmax = PB * QN;
         const int64_t nAp = pcg_roundup(rch * Lmax, 16), ntmp = pcg_roundup(MR * Lmax, 16);
@@ -981,17 +1024,15 @@ cdef extern from *:
                 i1 = nr - i0 < rch ? nr : i0 + rch;
                 /* col rows [i0, i1), MR at a time, interleaved as the kernel's packed A */
                 for (j0 = i0; j0 < i1; j0 += MR) {
+                    float* a = Ap + (j0 - i0) * Lb;
                     for (rr = 0; rr < MR; rr++) {
                         if (j0 + rr < i1) {
                             pbl_rcs(r0 + j0 + rr, g, &c, &r, &s);
-                            pbl_im2row(In, tmp + rr * Lb, c, r, s, pb, pe, g);
-                        } else memset(tmp + rr * Lb, 0, Lb * sizeof(float));
+                            pbl_im2row_strided(In, a + rr, MR, c, r, s, pb, pe, g);
+                        } else for (l = 0; l < Lb; l++) a[l * MR + rr] = 0;
                     }
-                    float* a = Ap + (j0 - i0) * Lb;
-                    for (l = 0; l < Lb; l++)
-                        for (rr = 0; rr < MR; rr++) a[l * MR + rr] = tmp[rr * Lb + l];
                 }
-                PCG_ISA_CALL(pcg_f, nn, (i1 - i0, K, Lb, Ap, ET, ldk, GF + (r0 + i0) * K, K,
+                PBL_NN((i1 - i0, K, Lb, Ap, ET, ldk, GF + (r0 + i0) * K, K,
                                          (const float*)NULL, pb > 0))
             }
         }
@@ -1004,7 +1045,7 @@ cdef extern from *:
        that the kernel's wide side runs over the window rows. */
     static int pbl_backward_filter_t(const float* In, const float* E, float* GFT, int64_t k0, int64_t k1,
                                      int64_t PB, const pbl_geom* g, int isa) {
-        const int64_t VW = pcg_width(isa, sizeof(float)), MR = pcg_mr(isa);
+        const int64_t VW = pcg_width(isa, sizeof(float)), MR = pbl_mr(isa);
         const int64_t KC = g->C * g->R * g->S, KCp = pcg_roundup(KC, VW), nk = k1 - k0;
         const int64_t nkp = pcg_roundup(nk, MR), QN = g->Q * g->N, PQN = g->P * QN, Lmax = PB * QN;
         const int64_t nAp = pcg_roundup(nkp * Lmax, 16), ntmp = pcg_roundup(16 * Lmax, 16);
@@ -1039,7 +1080,7 @@ cdef extern from *:
                     for (jj = 0; jj < nj; jj++) d[jj] = tmp[jj * Lb + l];
                 }
             }
-            PCG_ISA_CALL(pcg_f, nn, (nk, KC, Lb, Ap, colT, KCp, GFT + k0 * KC, KC,
+            PBL_NN((nk, KC, Lb, Ap, colT, KCp, GFT + k0 * KC, KC,
                                      (const float*)NULL, pb > 0))
         }
         free(Ap);
@@ -1084,6 +1125,7 @@ cdef extern from *:
     """
     ctypedef struct pbl_geom:
         int64_t C, H, W, N, K, R, S, sh, sw, ph, pw, dh, dw, P, Q
+    int64_t pbl_mr(int isa) noexcept nogil
     int pbl_forward(const float* In, const float* Fp, float* O, int64_t p0, int64_t p1, int64_t PB,
                     int64_t KCB, const pbl_geom* g, int isa) noexcept nogil
     int pbl_backward_data(const float* E, const float* F, float* GI, int64_t c0, int64_t c1, int64_t PB,
@@ -1152,13 +1194,13 @@ def forward_bl(I, F, O, tuple geom):
     if not O.flags.writeable:
         return None
     cdef int isa = pcg_isa()
-    cdef int64_t Kp = pcg_roundup(g.K, pcg_mr(isa)), KCB = _BL_CONTRACTION, k0
+    cdef int64_t Kp = pcg_roundup(g.K, pbl_mr(isa)), KCB = _BL_CONTRACTION, k0
     Fp = numpy.empty(max(1, Kp * KC), dtype=numpy.float32)
     cdef cnp.ndarray fa = F, fpa = Fp, ia = I, oa = O
     for k0 in range(0, KC, KCB):
         pcg_pack_w_pcg_f(<const float*>cnp.PyArray_DATA(fa) + k0 * g.K,
                          <float*>cnp.PyArray_DATA(fpa) + k0 * Kp, 1, min(KCB, KC - k0), g.K,
-                         pcg_mr(isa), 1)
+                         pbl_mr(isa), 1)
     cdef int64_t PB = max(1, _BL_POSITIONS // (g.Q * g.N))
     cdef int64_t nblk = (g.P + PB - 1) // PB
     cdef int64_t nc = _chunks(nblk), t, step = (nblk + nc - 1) // nc * PB
@@ -1213,7 +1255,7 @@ def backward_filter_bl(I, E, GF, tuple geom):
     if not GF.flags.writeable:
         return None
     cdef int isa = pcg_isa()
-    cdef int64_t MR = pcg_mr(isa)
+    cdef int64_t MR = pbl_mr(isa)
     cdef cnp.ndarray ia = I, ea = E, ga = GF, gta
     cdef const float* ip = <const float*>cnp.PyArray_DATA(ia)
     cdef const float* ep = <const float*>cnp.PyArray_DATA(ea)
