@@ -143,6 +143,7 @@ CONV_CASES = {
     # batch-last filter-gradient variants: whole-vector batches (dot products of runs in place),
     # few output maps (the transposed product), many maps (window copies)
     "2d-batch16": dict(N=16, C=8, K=12, H=6, W=7, R=3, S=3, pad_h=1, pad_w=2, dil_w=2),
+    "2d-batch16-row-stride": dict(N=16, C=5, K=7, H=9, W=6, R=3, S=2, str_h=2, pad_h=1, pad_w=1),
     "2d-few-maps": dict(N=3, C=9, K=5, H=6, W=6, R=3, S=3, pad_h=1, str_h=2),
     "2d-many-maps": dict(N=2, C=3, K=70, H=5, W=5, R=2, S=2),
     "1x1-3d": dict(N=2, C=3, K=4, D=2, H=3, W=3),
@@ -356,7 +357,8 @@ def test_batch_last_products_at_lower_instruction_sets(isa):
         pytest.skip("the processor lacks this instruction set")
     try:
         cg._set_isa(isa)
-        for case in ("2d-stride-dilation", "2d-big-pad", "1d"):
+        for case in ("2d-stride-dilation", "2d-big-pad", "1d", "2d-batch16", "2d-batch16-row-stride",
+                     "2d-few-maps"):
             test_conv_fprop_bprop_update(case, np.float32)
         rng = np.random.default_rng(1)
         layer = L.conv_layer(LIB, np.float32, N=7, C=5, K=9, H=6, W=7, R=3, S=2, pad_h=1, str_w=2)
