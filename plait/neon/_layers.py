@@ -5,13 +5,16 @@ O (K, M, P, Q, N), each flattened to 2-D (rows, N) in its tensors. The layer obj
 neon's geometry attributes (dimI, dimF, dimO, dimI2, ..., nOut, MPQ, padding, strides, ...);
 the functions compute on the numpy arrays under neon's tensors and write in place.
 
-The arithmetic is plait's backend's, the kernels the Chainer face runs: a convolution's three
-products are NumpyOps._conv_forward / _conv_backward_data / _conv_backward_filter (the compiled
-2-D products of _kernels_cpu/conv_gemm.pyx; 3-D ones folded onto them, see _conv.fold_depth),
-1x1 unstrided convolutions are one matrix product through NumpyOps.gemm (plait's BLAS) straight
-on the batch-last arrays, and pooling reads its windows with NumpyOps._im2col and writes back
-with NumpyOps._col2im (compiled 2-D; the max-pooling backprop is NumpyOps.backprop_max_pool_nd).
-This module only moves data between neon's batch-last layout and the backend's batch-first one
+The arithmetic is plait's backend's, the kernels the Chainer face runs. float32 layers with two
+spatial axes (1-D ones are H = 1) run conv_gemm's batch-last products (forward_bl,
+backward_data_bl, backward_filter_bl in plait/backends/_kernels_cpu/conv_gemm.pyx: the same
+register-blocked kernel as NumpyOps' convolutions, reading neon's layout in place and writing
+straight into O / grad_I / grad_F). Other cases (float64, 3-D) go through NumpyOps'
+_conv_forward / _conv_backward_data / _conv_backward_filter on batch-first copies (3-D folded
+onto the 2-D kernels, _conv.fold_depth), and float64 1x1 layers are one NumpyOps.gemm on the
+batch-last arrays. Pooling reads its windows with NumpyOps._im2col and writes back with
+NumpyOps._col2im / backprop_max_pool_nd (compiled 2-D); pooling across feature maps (J) makes
+the channel axis one of the pooled axes. This module moves data between layouts where needed
 and applies neon's compound options (alpha, beta, bias, relu, brelu, slope, bsum).
 
 Behaviour follows neon 2.6's CPU backend where it is well defined, and its documentation where
@@ -21,7 +24,9 @@ beta and the compound options with it; its GPU kernels do what the docstrings sa
 pooling divides by the number of window cells inside the image (padding not counted), as
 neon's CPU backend does; argmax holds the index of the winner inside the window clipped to the
 image, in (j, t, r, s) order, as neon's CPU backend writes it. bprop_pool does not scale its
-error input in place (neon's CPU code did, a side effect).
+error input in place (neon's CPU code did, a side effect), and takes both the spec page's form
+(layer, I, E, grad_I) and neon 2.6's (layer, I = errors, O = deltas, argmax, alpha, beta); l2
+pooling's backprop, which neon's CPU backend left unimplemented, is the gradient of the norm.
 """
 from __future__ import annotations
 
@@ -664,40 +669,40 @@ def update_deconv(layer, I, E, grad_F, **kwargs):
     update_conv(layer, E, I, grad_F, **kwargs)
 
 
+def _pool_compute(layer: PoolLayer, plan: _PoolPlan, Xb: numpy.ndarray):
+    """Pooled values of Xb (N, free, *pooled sizes) -> (Y (N, free, *out), which: the max's
+    full-window flat index, or None for avg / l2)."""
+    ops = _ops()
+    n = len(plan.pooled)
+    if n == 0:
+        return Xb.copy(), numpy.zeros(Xb.shape, dtype=numpy.int64)
+    if layer.op == "max":
+        col = ops._im2col(Xb, plan.k, plan.s, plan.p, (1,) * n, plan.out, -numpy.inf)
+        col = col.reshape(Xb.shape[:2] + (_prod(plan.k),) + plan.out)
+        which = col.argmax(axis=2)
+        return numpy.take_along_axis(col, which[:, :, None], axis=2)[:, :, 0], which
+    col = ops._im2col(Xb, plan.k, plan.s, plan.p, (1,) * n, plan.out, 0)
+    col = col.reshape(Xb.shape[:2] + (_prod(plan.k),) + plan.out)
+    if layer.op == "avg":
+        Y = col.sum(axis=2)
+        Y /= plan.count.astype(Y.dtype)
+        return Y, None
+    return numpy.sqrt(numpy.einsum("abk...,abk...->ab...", col, col)), None
+
+
 def fprop_pool(layer, I, O, argmax=None, beta=0.0):
     """O (K*M*P*Q, N) = pool(I) + beta * O; for max pooling argmax (dimO-sized, any integer
-    dtype) gets each winner's index in its in-image window."""
+    dtype), if given, gets each winner's index in its in-image window (neon's CPU argmax)."""
     where = "fprop_pool"
     _check_layer(layer, where, (PoolLayer,))
     a_i = _operand(I, layer.dimI, "I", "dimI", where)
     a_o = _target(O, layer.dimO, "O", "dimO", where)
     a_arg = None
-    if layer.op == "max":
-        if argmax is None:
-            raise ValueError(f"{where}: max pooling needs an argmax buffer of the output's size {layer.dimO2}.")
+    if layer.op == "max" and argmax is not None:
         a_arg = _target(argmax, layer.dimO, "argmax", "dimO", where)
     plan = _plan(layer)
     dt = _compute_dtype(a_i)
-    ops = _ops()
-    Xb = plan.to_backend(a_i, dt)
-    n = len(plan.pooled)
-    if n == 0:
-        Y = Xb.copy()
-        which = numpy.zeros(Xb.shape, dtype=numpy.int64)
-    elif layer.op == "max":
-        low = -numpy.inf
-        col = ops._im2col(Xb, plan.k, plan.s, plan.p, (1,) * n, plan.out, low)
-        col = col.reshape(Xb.shape[:2] + (_prod(plan.k),) + plan.out)
-        which = col.argmax(axis=2)
-        Y = numpy.take_along_axis(col, which[:, :, None], axis=2)[:, :, 0]
-    else:
-        col = ops._im2col(Xb, plan.k, plan.s, plan.p, (1,) * n, plan.out, 0)
-        col = col.reshape(Xb.shape[:2] + (_prod(plan.k),) + plan.out)
-        if layer.op == "avg":
-            Y = col.sum(axis=2)
-            Y /= plan.count.astype(dt)
-        else:
-            Y = numpy.sqrt(numpy.einsum("abk...,abk...->ab...", col, col))
+    Y, which = _pool_compute(layer, plan, plan.to_backend(a_i, dt))
     res = plan.from_backend(Y, layer.dimO)
     if beta:
         res += beta * a_o.astype(res.dtype, copy=False)
@@ -733,16 +738,41 @@ def _full_index(plan: _PoolPlan, idx: numpy.ndarray) -> numpy.ndarray:
     return idx.astype(numpy.int32)
 
 
-def bprop_pool(layer, I, O, argmax=None, alpha=1.0, beta=0.0):
-    """O (grad, C*D*H*W rows) = alpha * (pooling's backprop of the errors I) + beta * O.
+def _spec_form(layer, I, O, argmax) -> bool:
+    """Whether bprop_pool was called as the spec page writes it, (layer, I, E, grad_I) with I the
+    forward input, rather than neon 2.6's (layer, I = errors, O = deltas, argmax)."""
+    if argmax is None:
+        return False
+    sizes = [getattr(_array(a, n, "bprop_pool"), "size", None) for a, n in ((I, "I"), (O, "O"), (argmax, "argmax"))]
+    if sizes != [layer.sizeI, layer.sizeO, layer.sizeI]:
+        return False
+    if layer.sizeI != layer.sizeO:
+        return True
+    return _array(argmax, "argmax", "bprop_pool").dtype.kind == "f"  # an argmax buffer holds integers
 
-    max: each error goes to its window's winner (argmax from fprop_pool); avg: spread evenly over
-    the window's in-image cells; l2: error * x / y over the window (x, y from the layer's last
-    fprop_pool)."""
+
+def bprop_pool(layer, I, O, argmax=None, alpha=1.0, beta=0.0):
+    """Pooling's backprop, in either call form:
+
+    neon 2.6: bprop_pool(layer, I, O, argmax=None, alpha=1.0, beta=0.0) with I the errors
+    (dimO), O the deltas written (dimI) = alpha * backprop + beta * O, argmax from fprop_pool;
+    the spec page: bprop_pool(layer, I, E, grad_I) with I the forward input, E the errors and
+    grad_I written (the winners and l2 norms recomputed from I).
+
+    max: each error goes to its window's winner; avg: spread evenly over the window's in-image
+    cells; l2: error * x / y over the window (x, y from I in the spec form, else from the layer's
+    last fprop_pool)."""
     where = "bprop_pool"
     _check_layer(layer, where, (PoolLayer,))
-    a_e = _operand(I, layer.dimO, "I", "dimO", where)
-    a_d = _target(O, layer.dimI, "O", "dimI", where)
+    fwd_input = None
+    if _spec_form(layer, I, O, argmax):
+        fwd_input = _operand(I, layer.dimI, "I", "dimI", where)
+        I, O, argmax = O, argmax, None
+        a_e = _operand(I, layer.dimO, "E", "dimO", where)
+        a_d = _target(O, layer.dimI, "grad_I", "dimI", where)
+    else:
+        a_e = _operand(I, layer.dimO, "I", "dimO", where)
+        a_d = _target(O, layer.dimI, "O", "dimI", where)
     plan = _plan(layer)
     dt = _compute_dtype(a_e)
     ops = _ops()
@@ -752,10 +782,14 @@ def bprop_pool(layer, I, O, argmax=None, alpha=1.0, beta=0.0):
     if n == 0:
         dX = Eb.copy()
     elif layer.op == "max":
-        if argmax is None:
-            raise ValueError(f"{where}: max pooling needs the argmax buffer fprop_pool filled.")
-        a_arg = _operand(argmax, layer.dimO, "argmax", "dimO", where)
-        which = _full_index(plan, plan.to_backend(a_arg, numpy.int64))
+        if fwd_input is not None:
+            which = _pool_compute(layer, plan, plan.to_backend(fwd_input, dt))[1].astype(numpy.int32)
+        elif argmax is None:
+            raise ValueError(f"{where}: max pooling needs the argmax buffer fprop_pool filled "
+                             f"(or the spec form bprop_pool(layer, I, E, grad_I) with the forward input).")
+        else:
+            a_arg = _operand(argmax, layer.dimO, "argmax", "dimO", where)
+            which = _full_index(plan, plan.to_backend(a_arg, numpy.int64))
         dX = ops.backprop_max_pool_nd(Eb, which, in_shape, plan.k, plan.s, plan.p)
     elif layer.op == "avg":
         G = Eb / plan.count.astype(dt)
@@ -763,12 +797,17 @@ def bprop_pool(layer, I, O, argmax=None, alpha=1.0, beta=0.0):
                                   Eb.shape[:2] + plan.k + plan.out)
         dX = ops._col2im(numpy.ascontiguousarray(dcol), plan.size, plan.s, plan.p, (1,) * n)
     else:
-        if layer._last is None:
+        if fwd_input is not None:
+            Xb = plan.to_backend(fwd_input, dt)
+            Yb = _pool_compute(layer, plan, Xb)[0]
+        elif layer._last is None:
             raise ValueError(f"{where}: l2 pooling's backprop needs the input and output of a "
-                             f"fprop_pool on this layer first (neon's signature does not pass them).")
-        xi, yo = layer._last
-        Xb = plan.to_backend(xi, dt)
-        Yb = plan.to_backend(yo, dt)
+                             f"fprop_pool on this layer first (neon 2.6's signature does not pass "
+                             f"them), or the spec form bprop_pool(layer, I, E, grad_I).")
+        else:
+            xi, yo = layer._last
+            Xb = plan.to_backend(xi, dt)
+            Yb = plan.to_backend(yo, dt)
         with numpy.errstate(divide="ignore", invalid="ignore"):
             G = numpy.where(Yb > 0, Eb / Yb, 0).astype(dt)
         col = ops._im2col(Xb, plan.k, plan.s, plan.p, (1,) * n, plan.out, 0)

@@ -510,8 +510,8 @@ def test_bad_shapes_name_the_operands():
     with pytest.raises(ValueError, match="repeat must be an int >= 1"):
         L.fprop_conv(layer, I, F, O, repeat=0)
     pool = L.pool_layer(LIB, np.float32, "max", 2, 3, H=5, W=5, R=2, S=2)
-    with pytest.raises(ValueError, match="fprop_pool: max pooling needs an argmax buffer"):
-        L.fprop_pool(pool, I, np.zeros(pool.dimO2, np.float32))
+    with pytest.raises(ValueError, match="bprop_pool: max pooling needs the argmax buffer"):
+        L.bprop_pool(pool, np.zeros(pool.dimO2, np.float32), I.copy())
     with pytest.raises(ValueError, match=r"fprop_pool: argmax has shape \(1, 1\)"):
         L.fprop_pool(pool, I, np.zeros(pool.dimO2, np.float32), np.zeros((1, 1), np.uint8))
     with pytest.raises(ValueError, match=r"bprop_pool: I has shape"):
@@ -567,3 +567,17 @@ def test_deconv_entry_points():
     U = np.zeros(layer.dimF2)
     L.update_deconv(layer, X, dY, U)
     close(U, update_ref(layer, dY, X), np.float64)
+
+
+@pytest.mark.parametrize("op", ["max", "avg", "l2"])
+def test_bprop_pool_in_the_spec_page_form(op):
+    """bprop_pool(layer, I, E, grad_I) as the spec page documents it (I: the forward input)."""
+    rng = np.random.default_rng(21)
+    for kw in (dict(N=3, C=4, H=6, W=5, R=3, S=2, pad_h=1, str_h=2), dict(N=2, C=6, J=2, H=3, W=3, R=2, S=2, str_h=1, str_w=1)):
+        layer = L.pool_layer(LIB, np.float64, op, **kw)
+        I, E = make(rng, layer.dimI2, np.float64), make(rng, layer.dimO2, np.float64)
+        G = np.zeros(layer.dimI2)
+        L.fprop_pool(layer, I, np.zeros(layer.dimO2))  # argmax left out: the spec form's fprop
+        layer._last = None  # the spec form needs nothing from fprop
+        L.bprop_pool(layer, I, E, G)
+        close(G, pool_bprop_ref(layer, I, E), np.float64)
