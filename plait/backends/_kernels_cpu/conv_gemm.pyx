@@ -1202,7 +1202,7 @@ _BL_POSITIONS_FILTER = 1024
 _BL_CONTRACTION = 128
 _BL_ROWS = 64
 _BL_ROWS_FILTER = 120
-# Small filter gradients (K * C*R*S up to 96->128 3x3's, images up to 64x64) with unit width
+# Small filter gradients (K * C*R*S up to 64->64 3x3's, images up to 64x64) with unit width
 # stride and whole-vector batches: dot products of runs read in place (no window copies), which
 # measured 7-35% faster there and 10-40% slower on larger layers.
 _BL_FILTER_DOT = True
@@ -1212,7 +1212,7 @@ _BL_FILTER_DOT = True
 _BL_DIRECT = True
 _BL_DIRECT_AREA = 1024
 _BL_DIRECT_WORK = 256 * 512
-_BL_FILTER_DOT_WORK = 128 * 96 * 9
+_BL_FILTER_DOT_WORK = 64 * 64 * 9
 _BL_FILTER_DOT_AREA = 4096
 
 
