@@ -1206,6 +1206,12 @@ _BL_ROWS_FILTER = 120
 # stride and whole-vector batches: dot products of runs read in place (no window copies), which
 # measured 7-35% faster there and 10-40% slower on larger layers.
 _BL_FILTER_DOT = True
+# The transposed filter gradient (grad_F.T = E @ col.T): for fewer output maps than a register
+# tile is wide, and for unit-stride layers with 56x56 outputs or more, where it measured 8-19%
+# faster (64->128 at 112x112: 170 vs 208 ms; 128->256 at 56x56: 150 vs 162) and 10-20% slower
+# at 28x28 and below.
+_BL_FILTER_T_MAXK = 63
+_BL_FILTER_T_AREA = 56 * 56
 # Forward and data gradient without window copies (unit width stride, whole-vector batches) for
 # images up to 32x32 and C * K up to 256 * 512: 5-15% faster there than the copies, 5-25%
 # slower on 56x56 and larger images and on 512 -> 512 maps (measured on Zen 5).
@@ -1387,7 +1393,8 @@ def backward_filter_bl(I, E, GF, tuple geom):
         if failed:
             raise MemoryError("conv_gemm.backward_filter_bl: cannot allocate a buffer")
         return True
-    if g.K < 4 * pcg_width(isa, 4) and KC >= 4 * pcg_width(isa, 4):
+    if ((g.K <= _BL_FILTER_T_MAXK or (g.sw == 1 and g.P * g.Q >= _BL_FILTER_T_AREA))
+            and KC >= 4 * pcg_width(isa, 4)):
         # few output maps: the transposed product, wide over the window rows
         GFT = numpy.empty((g.K, KC), dtype=numpy.float32)
         gta = GFT
