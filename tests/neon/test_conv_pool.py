@@ -146,6 +146,7 @@ CONV_CASES = {
     "2d-batch16-row-stride": dict(N=16, C=5, K=7, H=9, W=6, R=3, S=2, str_h=2, pad_h=1, pad_w=1),
     "2d-few-maps": dict(N=3, C=9, K=5, H=6, W=6, R=3, S=3, pad_h=1, str_h=2),
     "2d-many-maps": dict(N=2, C=3, K=70, H=5, W=5, R=2, S=2),
+    "2d-large-output": dict(N=2, C=8, K=70, H=56, W=56, R=3, S=3, pad_h=1, pad_w=1),
     "1x1-3d": dict(N=2, C=3, K=4, D=2, H=3, W=3),
 }
 
