@@ -296,6 +296,10 @@ def deconv_layer(*args, **kwargs) -> DeconvLayer:
     """neon's deconv_layer: (lib, dtype, N, C, K, M, P, Q, T=1, R=1, S=1, pad_*, str_*, dil_*);
     C is the deconvolution's output maps, K its input maps, M x P x Q its input size."""
     lib, rest = _split_lib(args, "deconv_layer")
+    # The spec page's form has no M: (dtype, N, C, K, P, Q, R=1, S=1, ...). Two sizes after K
+    # (and no M keyword) are read as that form's P, Q.
+    if len(rest) == 6 and "M" not in kwargs and "P" not in kwargs:
+        rest = rest[:4] + (1,) + rest[4:]
     return DeconvLayer(kwargs.pop("lib", lib), *rest, **kwargs)
 
 
