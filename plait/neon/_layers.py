@@ -520,6 +520,10 @@ def _bl_geom(layer) -> tuple:
             layer.dilation[2], layer.P, layer.Q)
 
 
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float, numpy.integer, numpy.floating)) and not isinstance(v, bool)
+
+
 def _repeat(repeat, where):
     if isinstance(repeat, bool) or not isinstance(repeat, (int, numpy.integer)) or repeat < 1:
         raise ValueError(f"{where}: repeat must be an int >= 1, got {repeat!r}.")
@@ -537,6 +541,9 @@ def fprop_conv(layer, I, F, O, X=None, bias=None, bsum=None, alpha=1.0, beta=0.0
     """O (K*M*P*Q, N) = alpha * conv(I, F) + beta * X (X defaults to O), + bias, relu / brelu, bsum."""
     where = "fprop_conv"
     _check_layer(layer, where)
+    if _is_number(X):  # the spec page's positional form: (layer, I, F, O, alpha, relu, repeat)
+        X, alpha, bias, relu, bsum, repeat = None, X, None, (relu if bias is None else bias), None, (
+            repeat if bsum is None else bsum)
     _xprop(layer, I, F, O, X, bias, bsum, alpha, beta, relu, brelu, slope, repeat, False, where)
 
 
@@ -546,6 +553,8 @@ def bprop_conv(layer, F, E, grad_I, X=None, bias=None, bsum=None, alpha=1.0, bet
     compound options as fprop_conv (over the C maps)."""
     where = "bprop_conv"
     _check_layer(layer, where)
+    if _is_number(X):  # the spec page's positional form: (layer, F, E, grad_I, alpha, repeat)
+        X, alpha, bias, repeat = None, X, None, (repeat if bias is None else bias)
     _xprop(layer, E, F, grad_I, X, bias, bsum, alpha, beta, relu, brelu, slope, repeat, True, where)
 
 

@@ -585,3 +585,17 @@ def test_bprop_pool_in_the_spec_page_form(op):
         layer._last = None  # the spec form needs nothing from fprop
         L.bprop_pool(layer, I, E, G)
         close(G, pool_bprop_ref(layer, I, E), np.float64)
+
+
+def test_conv_spec_page_positional_forms():
+    """fprop_conv(layer, I, F, O, alpha, relu, repeat) and bprop_conv(layer, F, E, grad_I, alpha,
+    repeat) as the spec page writes them, besides neon 2.6's (..., X, bias, bsum, alpha, beta...)."""
+    rng = np.random.default_rng(8)
+    layer = L.conv_layer(LIB, np.float64, 2, 3, 4, H=5, W=5, R=3, S=3, pad_h=1, pad_w=1)
+    I, F, E = make(rng, layer.dimI2, np.float64), make(rng, layer.dimF2, np.float64), make(rng, layer.dimO2, np.float64)
+    O = np.zeros(layer.dimO2)
+    L.fprop_conv(layer, I, F, O, 2.0, True, 1)
+    close(O, np.maximum(2.0 * conv_ref(layer, I, F), 0), np.float64)
+    G = np.zeros(layer.dimI2)
+    L.bprop_conv(layer, F, E, G, 0.5, 2)
+    close(G, 0.5 * bprop_ref(layer, F, E), np.float64)
