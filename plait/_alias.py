@@ -242,7 +242,7 @@ def install_from_env() -> None:
     Never raises: an interpreter must start even if an alias cannot be installed; the reason is
     printed instead.
     """
-    for module in ("plait.thinc_alias", "plait.chainer_alias"):
+    for module in ("plait.thinc_alias", "plait.chainer_alias", "plait.neon_alias"):
         try:
             importlib.import_module(module).ALIAS.install_from_env()
         except Exception as err:  # pragma: no cover - reported, not raised, at interpreter start

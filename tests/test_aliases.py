@@ -1,4 +1,4 @@
-"""The opt-in aliases: `thinc` served by plait (plait.thinc_alias), `chainer` by plait.chainer."""
+"""The opt-in aliases: `thinc` served by plait (plait.thinc_alias), `chainer` by plait.chainer, `neon` by plait.neon."""
 import os
 import subprocess
 import sys
@@ -8,7 +8,7 @@ import pytest
 
 
 def _run(code, env_extra=None, args=None, cwd=None):
-    env = {k: v for k, v in os.environ.items() if k not in ("PLAIT_AS_THINC", "PLAIT_AS_CHAINER")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PLAIT_AS_THINC", "PLAIT_AS_CHAINER", "PLAIT_AS_NEON")}
     env.update(env_extra or {})
     cmd = [sys.executable] + (args if args is not None else ["-c", textwrap.dedent(code)])
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd=cwd)
@@ -160,3 +160,47 @@ def test_aliased_modules_keep_their_own_spec_so_relative_imports_stay_silent():
     print("ok")
     """
     assert _ok(_run(None, args=["-W", "error", "-c", textwrap.dedent(code)])).strip() == "ok"
+
+
+NEON_USER_CODE = """
+import sys
+import numpy as np
+from neon import NervanaObject
+from neon.backends import gen_backend
+from neon.backends.backend import OpTreeNode, Tensor
+from neon.backends.nervanacpu import NervanaCPU, CPUTensor
+from neon.backends.autodiff import Autodiff
+import plait.neon
+be = gen_backend(backend="cpu", rng_seed=0, batch_size=4)
+assert NervanaObject.be is be and isinstance(be, NervanaCPU) and type(be) is plait.neon.NervanaCPU
+assert gen_backend is plait.neon.gen_backend and Tensor is plait.neon.Tensor
+x = be.array(np.arange(8, dtype="float32").reshape(2, 4))
+y = be.empty((2, 4))
+tree = x * 2 + 1
+assert isinstance(tree, OpTreeNode) and isinstance(x, CPUTensor)
+y[:] = tree
+print(y.get().ravel().tolist())
+for name, module in list(sys.modules.items()):
+    path = getattr(module, "__file__", None) or ""
+    assert name.split(".")[0] != "neon" or "plait" in path, (name, path)
+"""
+
+
+@pytest.mark.parametrize("how", ["env", "module"])
+def test_neon_alias_serves_neon_backends_from_plait(tmp_path, how):
+    script = tmp_path / "neon_user.py"
+    script.write_text(NEON_USER_CODE)
+    if how == "env":
+        result = _run(None, {"PLAIT_AS_NEON": "1"}, args=[str(script)])
+    else:
+        result = _run(None, args=["-m", "plait.neon_alias", str(script)])
+    expected = [float(2 * i + 1) for i in range(8)]
+    assert _ok(result).strip() == str(expected)
+
+
+def test_without_the_neon_alias_neon_is_not_plait():
+    result = _run("import neon, os; print(os.path.dirname(neon.__file__))")
+    if result.returncode == 0:  # a real neon is installed: it must be that one, not plait's
+        assert "plait" not in result.stdout, result.stdout
+    else:
+        assert "No module named 'neon'" in result.stderr, result.stderr
