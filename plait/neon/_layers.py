@@ -346,7 +346,7 @@ def _operand(A: Any, shape: tuple, name: str, dim_name: str, where: str) -> nump
 def _target(A: Any, shape: tuple, name: str, dim_name: str, where: str) -> numpy.ndarray:
     """A written operand viewed as `shape` without a copy (so writes land in it)."""
     a = _operand(A, shape, name, dim_name, where)
-    if not numpy.shares_memory(a, _array(A, name, where)) and a.size:
+    if not numpy.may_share_memory(a, _array(A, name, where)) and a.size:
         raise ValueError(f"{where}: {name} of strides {_array(A, name, where).strides} cannot be viewed "
                          f"as {shape} in place; pass a contiguous array.")
     if not a.flags.writeable:
