@@ -681,22 +681,12 @@ def make_tempfile(mode: str = "r") -> Iterator[Any]:
 def _write_bytes_atomically(path: Union[str, "os.PathLike[str]"], data: bytes) -> None:
     """Write `data` to `path` so that readers see the old file or the new one, never a part.
 
-    The bytes go to a temporary file in the same folder, are flushed to disk, and the
-    temporary file is renamed over `path`; on any failure it is removed.
+    One writer for all of plait: plait._safeio.write_file_atomically (temporary sibling,
+    fsync, os.replace, folder fsync; the temporary file removed on any failure).
     """
-    path = os.fspath(path)
-    folder = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as file_:
-            file_.write(data)
-            file_.flush()
-            os.fsync(file_.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
-        raise
+    from ._safeio import write_file_atomically
+
+    write_file_atomically(path, data)
 
 
 @contextlib.contextmanager

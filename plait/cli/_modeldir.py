@@ -19,19 +19,21 @@ moment is there a partly written or missing model-last, whatever kills the proce
 """
 from __future__ import annotations
 
-import ctypes
 import io
 import json
 import os
 import shutil
-import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import numpy
 
+from .. import _safeio
+from .._safeio import OLD_SUFFIX as _OLD_SUFFIX
+from .._safeio import TMP_MARK as _TMP_MARK
+from .._safeio import fsync_dir as _fsync_dir  # noqa: F401
+from .._safeio import remove_dir_atomically, write_dir_atomically, write_file_atomically  # noqa: F401
 from ._common import CLIError
 
 MODEL_FILE = "model.bin"
@@ -45,57 +47,10 @@ STATE_FILE = "training/state.json"
 METRICS_FILE = "metrics.jsonl"
 BEST, LAST = "model-best", "model-last"
 
-_TMP_MARK = ".tmp-"
-_OLD_SUFFIX = ".old"
 
 
 # ---------------------------------------------------------------------------------------------
 # Atomic writes
-
-
-def write_dir_atomically(final: Path, files: Dict[str, bytes]) -> None:
-    """Make `final` a directory holding exactly `files` (relative path -> bytes), atomically."""
-    final = Path(final)
-    parent = final.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}{_TMP_MARK}", dir=parent))
-    try:
-        # mkdtemp makes the folder private (0700); the model gets the usual permissions.
-        os.chmod(tmp, 0o777 & ~_umask())
-        folders = {tmp}
-        for rel, data in files.items():
-            target = tmp / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            folders.add(target.parent)
-            with open(target, "wb") as file:
-                file.write(data)
-                file.flush()
-                os.fsync(file.fileno())
-        # Deepest first, so each folder's entries are durable before its parent's.
-        for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
-            _fsync_dir(folder)
-        _swap_into_place(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def write_file_atomically(path: Path, data: bytes) -> None:
-    """Replace one file atomically: write a temporary sibling, fsync, rename over."""
-    path = Path(path)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}{_TMP_MARK}", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.chmod(tmp_name, 0o666 & ~_umask())
-        os.replace(tmp_name, path)
-        _fsync_dir(path.parent)
-    except BaseException:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
-        raise
 
 
 def copy_dir(source: Path, target: Path) -> None:
@@ -106,82 +61,9 @@ def copy_dir(source: Path, target: Path) -> None:
     write_dir_atomically(target, files)
 
 
-def _umask() -> int:
-    # Reading the umask means setting it; set it straight back.
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def remove_dir(path: Path) -> None:
     """Delete a model directory: first renamed away (atomic), so no half-deleted copy is ever seen."""
-    path = Path(path)
-    if not path.exists():
-        return
-    doomed = Path(tempfile.mkdtemp(prefix=f".{path.name}{_TMP_MARK}", dir=path.parent))
-    os.rename(path, doomed / path.name)
-    _fsync_dir(path.parent)
-    shutil.rmtree(doomed, ignore_errors=True)
-
-
-def _swap_into_place(tmp: Path, final: Path) -> None:
-    parent = final.parent
-    if not final.exists():
-        os.rename(tmp, final)
-        _fsync_dir(parent)
-        return
-    if _exchange(tmp, final):
-        # `tmp` now holds the previous version.
-        _fsync_dir(parent)
-        shutil.rmtree(tmp, ignore_errors=True)
-        return
-    # Without an atomic exchange there is a moment between the two renames with no `final`;
-    # readers (and the next run) then take `.NAME.old` instead (see find_model_dir).
-    old = parent / f".{final.name}{_OLD_SUFFIX}"
-    if old.exists():
-        shutil.rmtree(old)
-    os.rename(final, old)
-    os.rename(tmp, final)
-    _fsync_dir(parent)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-_renameat2: Any = None
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Swap two paths with one atomic renameat2(RENAME_EXCHANGE); False where unsupported."""
-    global _renameat2
-    if not sys.platform.startswith("linux"):
-        return False
-    if _renameat2 is None:
-        try:
-            func = ctypes.CDLL(None, use_errno=True).renameat2
-            func.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-            func.restype = ctypes.c_int
-            _renameat2 = func
-        except (AttributeError, OSError):
-            _renameat2 = False
-    if _renameat2 is False:
-        return False
-    at_fdcwd, rename_exchange = -100, 2
-    # NOTE: a failure (old kernel, filesystem without exchange) changes nothing on disk.
-    return _renameat2(at_fdcwd, os.fsencode(str(a)), at_fdcwd, os.fsencode(str(b)), rename_exchange) == 0
-
-
-def _fsync_dir(path: Path) -> None:
-    if os.name != "posix":
-        return
-    try:
-        fd = os.open(str(path), os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    remove_dir_atomically(path)
 
 
 def clean_stale(output: Path) -> None:

@@ -8,6 +8,7 @@ import srsly
 
 from _cli_helpers import TINY_TAGGER, TINY_TEXTCAT
 
+from plait import _safeio
 from plait.cli import _modeldir as md
 from plait.cli._train import prepare
 
@@ -228,7 +229,7 @@ def _umask():
 
 def test_write_dir_without_rename_exchange(tmp_path, monkeypatch):
     # Systems without renameat2 take two renames; the old copy stays findable in between.
-    monkeypatch.setattr(md, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(_safeio, "_exchange", lambda a, b: False)
     target = tmp_path / "model-last"
     md.write_dir_atomically(target, {"meta.json": b"{}", "x": b"1"})
     md.write_dir_atomically(target, {"meta.json": b"{}", "x": b"2"})
@@ -243,7 +244,7 @@ def test_a_write_that_fails_leaves_the_old_dir(tmp_path, monkeypatch):
     def broken(tmp, final):
         raise OSError("disk full")
 
-    monkeypatch.setattr(md, "_swap_into_place", broken)
+    monkeypatch.setattr(_safeio, "_swap_into_place", broken)
     with pytest.raises(OSError):
         md.write_dir_atomically(target, {"x": b"new"})
     assert (target / "x").read_bytes() == b"old"

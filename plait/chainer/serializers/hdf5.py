@@ -1,10 +1,9 @@
 """HDF5 serialization (needs the optional h5py package): the hierarchy maps onto HDF5 groups."""
-import os
-import tempfile
 from typing import Any
 
 import numpy
 
+from ..._safeio import atomic_path
 from ...util import is_cupy_array
 from ..serializer import Deserializer, Serializer
 from .npz import _restore
@@ -93,18 +92,9 @@ class HDF5Deserializer(Deserializer):
 def save_hdf5(filename: Any, obj: Any, compression: int = 4) -> None:
     """Save obj (a Link or an Optimizer) to an HDF5 file, atomically."""
     h5py = _h5py()
-    filename = os.fspath(filename)
-    folder = os.path.dirname(os.path.abspath(filename))
-    fd, tmp = tempfile.mkstemp(prefix=".plait-", suffix=".h5.tmp", dir=folder)
-    os.close(fd)
-    try:
+    with atomic_path(filename) as tmp:
         with h5py.File(tmp, "w") as f:
             HDF5Serializer(f, compression=compression).save(obj)
-        os.replace(tmp, filename)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def load_hdf5(filename: Any, obj: Any) -> None:

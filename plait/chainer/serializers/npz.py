@@ -1,10 +1,9 @@
 """NPZ serialization: a flat dict of arrays keyed by hierarchy path, written with numpy.savez."""
-import os
-import tempfile
 from typing import Any, Optional
 
 import numpy
 
+from ..._safeio import write_file_atomically
 from ...util import is_cupy_array
 from ..serializer import Deserializer, Serializer
 
@@ -83,21 +82,11 @@ def _restore(key: str, dataset: Any, value: Any) -> Any:
 
 
 def _atomic_write(filename: Any, write: Any) -> None:
-    """Write through a temporary file in the target's folder, then rename it into place."""
+    """Write through plait's one atomic writer (plait._safeio); a file object is written directly."""
     if hasattr(filename, "write"):
         write(filename)
         return
-    filename = os.fspath(filename)
-    folder = os.path.dirname(os.path.abspath(filename))
-    fd, tmp = tempfile.mkstemp(prefix=".plait-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.replace(tmp, filename)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_file_atomically(filename, write)
 
 
 def save_npz(filename: Any, obj: Any, compression: bool = True) -> None:
