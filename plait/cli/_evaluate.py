@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy
 
-from ._common import CLIError, echo, good, info, table
+from ._common import CLIError, echo, good, info, table, write_output_file
 
 
 def take(X: Any, idx: Any) -> Any:
@@ -79,15 +79,14 @@ def evaluate_command(
     """`plait evaluate`: score a saved model on a split of its dataset (or of the data at --data)."""
     import json
 
-    from ._common import use_device
+    from ._common import open_model, use_device
     from ._config import _check_data_path, _load_dataset
-    from ._modeldir import find_model_dir, load_model_dir
 
     if data_path is not None and not Path(data_path).expanduser().exists():
         raise CLIError(f"--data {data_path!r}: no such file or directory")
     use_device(gpu)
-    path = find_model_dir(model_dir)
-    loaded = load_model_dir(path)
+    loaded = open_model(model_dir)
+    path = loaded.path
     config = loaded.config
     data = dict(config["data"])
     if data_path is not None:
@@ -124,6 +123,6 @@ def evaluate_command(
     if output is not None:
         scores = {"split": split, "accuracy": acc, "macro_f": macro_f, "n": n_items, "per_label": rows,
                   "model": str(path), "data": getattr(dataset, "source", None)}
-        Path(output).write_text(json.dumps(scores, indent=2) + "\n", encoding="utf8")
+        write_output_file(output, (json.dumps(scores, indent=2) + "\n").encode("utf8"), "scores")
         info(f"Scores written to {output}")
     return 0

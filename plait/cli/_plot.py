@@ -1,10 +1,11 @@
 """`plait plot`: the training curves of a run (loss and dev score against step) as a PNG."""
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any, Optional
 
-from ._common import CLIError, good
+from ._common import CLIError, good, write_output_file
 
 MISSING_MATPLOTLIB = "plait plot needs matplotlib: pip install matplotlib (or pip install 'plait[plot]')"
 
@@ -68,8 +69,11 @@ def plot_command(model_dir: Path, output: Optional[Path]) -> int:
     fig.suptitle(title)
     out = Path(output) if output is not None else run / "training.png"
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
+    image = io.BytesIO()
+    fig.savefig(image, dpi=100, format=(out.suffix[1:].lower() or "png"))
     plt.close(fig)
+    # Atomic: a full disk or a kill leaves the previous image, never a fragment.
+    write_output_file(out, image.getvalue(), "plot")
     good(f"Training curves ({len(records)} evaluations) written to {out}")
     return 0
 

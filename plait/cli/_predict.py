@@ -9,7 +9,7 @@ from typing import Any, Dict, Iterator, List, Optional
 
 import numpy
 
-from ._common import CLIError, echo, info, use_device
+from ._common import CLIError, echo, info, printable, use_device, write_output_file
 
 
 def load_images(path: Path, width: int) -> numpy.ndarray:
@@ -90,11 +90,12 @@ def predict_command(
     model_dir: Path, source: str, output: Optional[Path], batch_size: int, gpu: int, limit: int = 0
 ) -> int:
     from ..util import to_numpy
-    from ._modeldir import find_model_dir, load_model_dir, read_sample
+    from ._common import open_model
+    from ._modeldir import read_sample
 
     use_device(gpu)
-    path = find_model_dir(model_dir)
-    loaded = load_model_dir(path)
+    loaded = open_model(model_dir)
+    path = loaded.path
     meta, model = loaded.meta, loaded.model
     labels = list(meta["labels"])
     sample_X = read_sample(path)["X"]
@@ -142,7 +143,10 @@ def predict_command(
                     record.update({"label": labels[k], "probability": float(row[k])})
                 records.append(record)
     if output is not None:
-        Path(output).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf8")
+        # The file holds the labels exactly (JSON escapes the C0 controls; a JSON reader gets the
+        # original strings back); only what goes to the terminal is escaped.
+        data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf8")
+        write_output_file(output, data, "predictions")
         info(f"{len(records)} predictions written to {output}")
     else:
         for line in _lines(records, meta["task"]):
@@ -151,11 +155,15 @@ def predict_command(
 
 
 def _lines(records: List[Dict[str, Any]], task: str) -> Iterator[str]:
+    """One printed line per input. Labels come from the model directory (anyone's) and text from
+    the input: every field is escaped (printable), tabs and newlines too, so that no label can
+    send a terminal escape sequence or break the one-line-per-input format."""
+    e = printable
     for r in records:
         if task == "tag":
-            yield " ".join(f"{w}/{t}" for w, t in zip(r["tokens"], r["tags"]))
+            yield " ".join(f"{e(w)}/{e(t)}" for w, t in zip(r["tokens"], r["tags"]))
         elif "text" in r:
             prob = "-" if r["probability"] is None else f"{r['probability']:.4f}"
-            yield f"{r['label']}\t{prob}\t{r['text']}"
+            yield f"{e(r['label'])}\t{prob}\t{e(r['text'])}"
         else:
-            yield f"{r['index']}\t{r['label']}\t{r['probability']:.4f}"
+            yield f"{r['index']}\t{e(r['label'])}\t{r['probability']:.4f}"
