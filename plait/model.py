@@ -650,56 +650,38 @@ class Model(Generic[InT, OutT]):
         return msg
 
     def from_dict(self, msg: Dict) -> "Model":
-        """Load state produced by to_dict into this model (same architecture); returns self."""
-        if not isinstance(msg, dict) or "nodes" not in msg:
-            raise ValueError(
-                f"Cannot deserialize model '{self.name}': expected a dict with 'nodes', 'attrs', "
-                f"'params' and 'shims', got {type(msg).__name__}."
-            )
+        """Load state produced by to_dict into this model (same architecture); returns self.
+
+        All or nothing: the whole message is checked against the architecture first (node
+        count, dims, every param's shape and dtype kind against the allocated one), and a load
+        that still fails half-way (an attr or shim that cannot be restored) puts every node back
+        as it was before raising.
+        """
         nodes = list(self.walk())
-        if len(msg["nodes"]) != len(nodes):
-            raise ValueError(
-                f"Cannot deserialize model '{self.name}': mismatched structure. The data has "
-                f"{len(msg['nodes'])} nodes, the model has {len(nodes)}. Build the same architecture "
-                f"that was saved, then load into it."
-            )
-        for i, node in enumerate(nodes):
-            info = msg["nodes"][i]
-            for dim, value in info["dims"].items():
-                if value is not None:
-                    if dim not in node._dims:
-                        raise ValueError(
-                            f"Cannot deserialize model '{self.name}': node {i} ('{node.name}') has no "
-                            f"dimension '{dim}' (the saved node was '{info['name']}')."
-                        )
+        plan = _plan_load(self, nodes, msg)
+        # A shim's state is saved (to_bytes, which may be costly and which its serializer sees)
+        # only where a second shim could fail after a first one loaded.
+        keep_shims = sum(len(node.shims) for node in nodes) > 1
+        saved = [_node_state(node, keep_shims) for node in nodes]
+        try:
+            for node, (dims, name, refs, attrs, params, shims) in zip(nodes, plan):
+                for dim, value in dims.items():
                     node.set_dim(dim, value)
-            if isinstance(info.get("name"), str):
-                node.name = info["name"]
-            for ref_name, ref_index in info["refs"].items():
-                # Saved references are restored whether or not the new model declared them,
-                # as in Thinc: set_ref adds the names that code created after construction.
-                if ref_index is None:
-                    node._refs[ref_name] = None
-                elif isinstance(ref_index, int) and 0 <= ref_index < len(nodes):
-                    node._refs[ref_name] = nodes[ref_index]
-                else:
-                    raise ValueError(
-                        f"Cannot deserialize model '{self.name}': reference '{ref_name}' of node {i} "
-                        f"('{node.name}') points at node {ref_index!r}, but the model has {len(nodes)} nodes."
-                    )
-            for attr, value in msg["attrs"][i].items():
-                default = node._attrs.get(attr)
-                node._attrs[attr] = deserialize_attr(default, value, attr, node)
-            for param_name, value in msg["params"][i].items():
-                if value is not None:
-                    if param_name not in node._has_params:
-                        raise ValueError(
-                            f"Cannot deserialize model '{self.name}': node {i} ('{node.name}') has no "
-                            f"parameter '{param_name}'."
-                        )
-                    node.set_param(param_name, node.ops.asarray(value).copy())
-            for shim, shim_bytes in zip(node.shims, msg["shims"][i]):
-                shim.from_bytes(shim_bytes)
+                if name is not None:
+                    node.name = name
+                for ref_name, ref_index in refs.items():
+                    node._refs[ref_name] = None if ref_index is None else nodes[ref_index]
+                for attr, value in attrs.items():
+                    node._attrs[attr] = deserialize_attr(node._attrs.get(attr), value, attr, node)
+                for param_name, value in params.items():
+                    node.set_param(param_name, value)
+            for node, entry in zip(nodes, plan):
+                for shim, shim_bytes in zip(node.shims, entry[5]):
+                    shim.from_bytes(shim_bytes)
+        except BaseException:
+            for node, state in zip(nodes, saved):
+                _restore_node_state(node, state)
+            raise
         return self
 
     def to_bytes(self) -> bytes:
@@ -707,13 +689,8 @@ class Model(Generic[InT, OutT]):
         return srsly.msgpack_dumps(self.to_dict())
 
     def from_bytes(self, bytes_data: bytes) -> "Model":
-        """Load state from to_bytes output into this model; returns self."""
-        try:
-            msg = srsly.msgpack_loads(bytes_data)
-        except Exception as err:
-            raise ValueError(
-                f"Cannot deserialize model '{self.name}': the data is not valid msgpack ({err})."
-            ) from err
+        """Load state from to_bytes output into this model; returns self (all or nothing)."""
+        msg = _msgpack_loads(bytes_data, f"Cannot deserialize model '{self.name}'")
         msg = convert_recursive(is_xp_array, self.ops.asarray, msg)
         return self.from_dict(msg)
 
@@ -722,25 +699,27 @@ class Model(Generic[InT, OutT]):
         _write_bytes_atomically(path, self.to_bytes())
 
     def from_disk(self, path: Union[Path, str]) -> "Model":
+        """Load to_disk output: a regular file only (no FIFO or device), within plait's size limit."""
+        from ._safeio import read_bytes
+
         path = Path(path)
-        if not path.is_file():
+        if not path.exists():
             raise FileNotFoundError(f"Cannot load model '{self.name}' from {str(path)!r}: no such file.")
-        return self.from_bytes(path.read_bytes())
+        return self.from_bytes(read_bytes(path))
 
     def can_from_disk(self, path: Union[Path, str], *, strict: bool = True) -> bool:
         """Whether from_disk(path) would succeed for this architecture."""
-        path = Path(path)
-        if not path.is_file():
-            return False
+        from ._safeio import read_bytes
+
         try:
-            return self.can_from_bytes(path.read_bytes(), strict=strict)
-        except OSError:
+            return self.can_from_bytes(read_bytes(path), strict=strict)
+        except (OSError, ValueError):
             return False
 
     def can_from_bytes(self, bytes_data: bytes, *, strict: bool = True) -> bool:
         try:
-            msg = srsly.msgpack_loads(bytes_data)
-        except Exception:
+            msg = _msgpack_loads(bytes_data, "")
+        except ValueError:
             return False
         return self.can_from_dict(msg, strict=strict)
 
@@ -826,6 +805,154 @@ class Model(Generic[InT, OutT]):
 
     def __or__(self, other: Any) -> "Model":
         return self._operator("|", other)
+
+
+def _msgpack_loads(data: Any, context: str) -> Any:
+    """msgpack bytes -> objects; any failure a ValueError, and the garbage collector left as it was.
+
+    (srsly.msgpack_loads disables the collector while unpacking and does not turn it back on
+    when unpacking fails.)
+    """
+    import gc
+
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"{context or 'msgpack_loads'}: expected bytes, got {type(data).__name__}.")
+    was_enabled = gc.isenabled()
+    try:
+        return srsly.msgpack_loads(bytes(data))
+    except (RecursionError, MemoryError) as err:
+        raise ValueError(f"{context}: the data is not valid msgpack ({type(err).__name__}).") from None
+    except Exception as err:
+        raise ValueError(f"{context}: the data is not valid msgpack ({type(err).__name__}: {err}).") from err
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+_MAX_DIM = 1 << 40
+
+
+def _plan_load(model: "Model", nodes: List["Model"], msg: Any) -> List[Tuple[Dict, Any, Dict, Dict, Dict, List]]:
+    """Check a to_dict message against the architecture; per node what to set.
+
+    Raises ValueError naming the node, the field, the saved value and the model's, before
+    anything is changed.
+    """
+    where = f"Cannot load weights into model '{model.name}'"
+    fix = "Build the same architecture (and config) that was saved, then load into it."
+    if not isinstance(msg, dict) or "nodes" not in msg:
+        raise ValueError(
+            f"Cannot deserialize model '{model.name}': expected a dict with 'nodes', 'attrs', "
+            f"'params' and 'shims', got {type(msg).__name__}."
+        )
+    for key in ("nodes", "attrs", "params", "shims"):
+        if not isinstance(msg.get(key), list):
+            raise ValueError(f"{where}: the data's '{key}' is {type(msg.get(key)).__name__}, not a list; it was not written by to_bytes/to_dict.")
+    if len(msg["nodes"]) != len(nodes):
+        raise ValueError(
+            f"Cannot deserialize model '{model.name}': mismatched structure. The data has "
+            f"{len(msg['nodes'])} nodes, the model has {len(nodes)}. {fix}"
+        )
+    for key in ("attrs", "params", "shims"):
+        if len(msg[key]) != len(nodes):
+            raise ValueError(f"{where}: the data's '{key}' has {len(msg[key])} entries for {len(nodes)} nodes; it is damaged.")
+    plan = []
+    for i, node in enumerate(nodes):
+        info, attrs, params, shims = msg["nodes"][i], msg["attrs"][i], msg["params"][i], msg["shims"][i]
+        label = f"node {i} ('{node.name}')"
+        if not isinstance(info, dict) or not isinstance(info.get("dims", {}), dict) or not isinstance(info.get("refs", {}), dict):
+            raise ValueError(f"{where}: {label}: the data's node entry is not a dict with 'dims' and 'refs'; it is damaged.")
+        if not isinstance(attrs, dict) or not isinstance(params, dict) or not isinstance(shims, list):
+            raise ValueError(f"{where}: {label}: the data's attrs/params/shims entries have the wrong types; it is damaged.")
+        dims: Dict[str, int] = {}
+        for dim, value in info.get("dims", {}).items():
+            if value is None:
+                continue
+            if dim not in node._dims:
+                raise ValueError(
+                    f"Cannot deserialize model '{model.name}': node {i} ('{node.name}') has no "
+                    f"dimension '{dim}' (the saved node was '{info.get('name')}')."
+                )
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _MAX_DIM:
+                raise ValueError(f"{where}: {label}: dimension '{dim}' is {value!r} in the data, not a size; it is damaged.")
+            current = node._dims[dim]
+            if current is not None and current != value:
+                raise ValueError(f"{where}: {label}: dimension '{dim}' would change from {current} to {value} (the data has {value}, the model {current}). {fix}")
+            dims[dim] = value
+        name = info.get("name")
+        if name is not None and not isinstance(name, str):
+            raise ValueError(f"{where}: {label}: the saved name is {type(name).__name__}, not a string; the data is damaged.")
+        refs = {}
+        for ref_name, ref_index in info.get("refs", {}).items():
+            if ref_index is not None and (isinstance(ref_index, bool) or not isinstance(ref_index, int) or not 0 <= ref_index < len(nodes)):
+                raise ValueError(
+                    f"Cannot deserialize model '{model.name}': reference '{ref_name}' of node {i} "
+                    f"('{node.name}') points at node {ref_index!r}, but the model has {len(nodes)} nodes."
+                )
+            refs[ref_name] = ref_index
+        new_params = {}
+        for param_name, value in params.items():
+            if value is None:
+                continue
+            if param_name not in node._has_params:
+                raise ValueError(
+                    f"Cannot deserialize model '{model.name}': node {i} ('{node.name}') has no "
+                    f"parameter '{param_name}'."
+                )
+            new_params[param_name] = _checked_param(node, param_name, value, f"{where}: {label}: parameter '{param_name}'", fix)
+        if len(shims) != len(node.shims) and node.shims:
+            raise ValueError(f"{where}: {label}: the data has {len(shims)} shims, the model {len(node.shims)}. {fix}")
+        plan.append((dims, name, refs, attrs, new_params, shims))
+    return plan
+
+
+def _checked_param(node: "Model", name: str, value: Any, where: str, fix: str) -> Any:
+    """A copy of a saved param in the node's array type, checked against the allocated one."""
+    import numpy
+
+    if not is_xp_array(value):
+        raise ValueError(f"{where} is a {type(value).__name__} in the data, not an array; the data is damaged.")
+    kind = value.dtype.kind
+    if kind != "f":
+        raise ValueError(
+            f"{where} has dtype {value.dtype} in the data; weights are floating-point arrays "
+            f"(refused: integer, complex, string, object and date types). {fix}"
+        )
+    if node.has_param(name):
+        current = node.get_param(name)
+        if tuple(value.shape) != tuple(current.shape):
+            raise ValueError(f"{where} has shape {tuple(value.shape)} in the data, but the model's is {tuple(current.shape)}. {fix}")
+        if value.dtype != current.dtype:
+            if not numpy.can_cast(value.dtype, current.dtype, casting="same_kind"):
+                raise ValueError(f"{where} has dtype {value.dtype} in the data, which cannot be cast safely to the model's {current.dtype}. {fix}")
+            return node.ops.xp.asarray(value, dtype=current.dtype).copy()
+    return node.ops.asarray(value).copy()
+
+
+def _node_state(node: "Model", keep_shims: bool) -> Tuple:
+    params = {name: node._params.get_param(node.id, name) for name, has in node._has_params.items() if has}
+    shims = [shim.to_bytes() for shim in node.shims] if keep_shims else []
+    return (dict(node._dims), node.name, dict(node._refs), dict(node._attrs), dict(node._has_params), params, shims)
+
+
+def _restore_node_state(node: "Model", state: Tuple) -> None:
+    dims, name, refs, attrs, has_params, params, shims = state
+    node._dims.clear()
+    node._dims.update(dims)
+    node.name = name
+    node._refs.clear()
+    node._refs.update(refs)
+    node._attrs.clear()
+    node._attrs.update(attrs)
+    for param_name, value in params.items():
+        node._params.set_param(node.id, param_name, value)
+    node._has_params.clear()
+    node._has_params.update(has_params)
+    for shim, data in zip(node.shims, shims):
+        try:
+            shim.from_bytes(data)
+        except Exception:  # pragma: no cover - a shim that cannot take back its own bytes
+            pass
 
 
 @functools.singledispatch
