@@ -1,9 +1,13 @@
 """`plait train`: the training loop, its progress output, evaluation, saving and resuming."""
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
 import signal
+import socket
+import stat
 import sys
 import time
 from contextlib import nullcontext
@@ -115,7 +119,23 @@ def prepare(
     output = Path(output)
     if output.exists() and not output.is_dir():
         raise CLIError(f"--output {str(output)!r} exists and is not a directory.")
+    # A folder that exists is locked at once (a second run stops before loading anything); a new
+    # one once it is created, after the checks.
+    lock = OutputLock(output) if output.is_dir() else None
+    try:
+        return _prepare(config_path, parsed, output, resume_dir, gpu, progress, lock)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
 
+
+def _prepare(
+    config_path: Path, parsed: Any, output: Path, resume_dir: Optional[Path], gpu: int,
+    progress: Optional[bool], lock: Optional["OutputLock"],
+) -> "_Trainer":
+    if resume_dir is not None and Path(config_path) == resume_dir / md.CONFIG_FILE:
+        _read_regular(Path(config_path))  # no link out of the run folder read as the config
     config = load_config(Path(config_path), parsed)
     use_device(gpu)
     # Seeded before anything is built (load_config checked that the seed is an int).
@@ -156,39 +176,237 @@ def prepare(
         state = _restore(resume_dir, resolved, data_rng)
     # Everything is checked: only now is anything written.
     output.mkdir(parents=True, exist_ok=True)
-    md.clean_stale(output)
-    records: List[Dict[str, Any]] = []
-    same_dir = resume_dir is not None and resume_dir.parent.resolve() == output.resolve()
-    if resume_dir is not None:
-        # The records up to the resumed state; a killed run may have written one more.
-        records = [r for r in md.read_metrics(resume_dir.parent) if int(r.get("step", 0)) <= state.step]
-    if not same_dir:
-        if (output / md.LAST).exists() or (output / md.BEST).exists():
-            info(f"{output} holds an earlier run: it is replaced (use --resume {output} to continue it instead)")
-        for name in (md.BEST, md.LAST):
-            md.remove_dir(output / name)
-        if resume_dir is not None and (resume_dir.parent / md.BEST / md.META_FILE).is_file():
-            # The best model so far comes along, so that model-best always matches the best score.
-            md.copy_dir(resume_dir.parent / md.BEST, output / md.BEST)
-    md.write_metrics(output, records)
-    return _Trainer(resolved, state, data_rng, output, progress, resumed=resume_dir is not None, records=records)
+    own_lock = lock is None
+    if lock is None:
+        lock = OutputLock(output)
+    try:
+        md.clean_stale(output)  # safe under the lock: no other run is writing here
+        records: List[Dict[str, Any]] = []
+        same_dir = resume_dir is not None and resume_dir.parent.resolve() == output.resolve()
+        if resume_dir is not None:
+            # The records up to the resumed state; a killed run may have written one more.
+            records = [r for r in md.read_metrics(resume_dir.parent) if int(r.get("step", 0)) <= state.step]
+        carry_best: Optional[Dict[str, bytes]] = None
+        if not same_dir:
+            if any(os.path.lexists(output / name) for name in (md.BEST, md.LAST)):
+                info(
+                    f"{output} holds an earlier run: its models stay until this run's first save replaces them "
+                    f"(use --resume {output} to continue it instead)"
+                )
+            if resume_dir is not None and os.path.lexists(resume_dir.parent / md.BEST):
+                # The best model so far comes along, so that model-best always matches the best score;
+                # read now (regular files only), written at the first save.
+                carry_best = _read_model_files(resume_dir.parent / md.BEST)
+        # Nothing of an earlier run in DIR (models, metrics.jsonl) is touched before the first save.
+        return _Trainer(
+            resolved, state, data_rng, output, progress, resumed=resume_dir is not None, records=records,
+            lock=lock, carry_best=carry_best,
+        )
+    except BaseException:
+        if own_lock:
+            lock.release()
+        raise
+
+
+# ---------------------------------------------------------------------------------------------
+# The lock on an output folder
+
+LOCK_FILE = ".plait-train.lock"
+
+
+class OutputLock:
+    """An exclusive lock on a training output folder, held for the whole run.
+
+    Two runs writing one folder would replace each other's models and delete each other's
+    temporary folders. The lock is flock(2) on DIR/.plait-train.lock: the kernel releases it when
+    the process ends in any way (kill -9 included), so a lock file left behind by a killed run is
+    never "stale": the next run takes it. The file holds the owner's pid, host and start time, for
+    the message that a second run prints. Where the filesystem has no flock (some network
+    filesystems), the pid decides: a lock whose process is alive on this host is respected.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.path = Path(folder) / LOCK_FILE
+        self._fd: Optional[int] = None
+        self._acquire()
+
+    def _acquire(self) -> None:
+        import fcntl
+
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        for _ in range(20):
+            try:
+                fd = os.open(self.path, flags | getattr(os, "O_NONBLOCK", 0), 0o644)
+            except OSError as err:
+                what = "is a symbolic link" if err.errno == errno.ELOOP else f"cannot be opened: {err.strerror}"
+                raise CLIError(
+                    f"The lock file {str(self.path)!r} of --output {what} (errno {err.errno}). Remove it "
+                    "(or fix the folder's permissions) and run again."
+                ) from err
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise CLIError(f"The lock file {str(self.path)!r} is not a regular file: remove it and run again.")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                owner = self._owner(fd)
+                os.close(fd)
+                raise self._in_use(owner) from None
+            except OSError:
+                # No flock here: fall back to the pid written in the file.
+                owner = self._owner(fd)
+                if owner.get("host") == socket.gethostname() and _alive(owner.get("pid")):
+                    os.close(fd)
+                    raise self._in_use(owner) from None
+            # The previous holder may have removed the file between our open and our flock: the
+            # lock is only ours if the name still leads to the file we locked.
+            try:
+                same = os.stat(self.path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if not same:
+                os.close(fd)
+                continue
+            self._fd = fd
+            owner_text = json.dumps(
+                {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                 "command": " ".join(["plait", *sys.argv[1:]])}
+            ).encode("utf8")
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, owner_text, 0)
+            except OSError:
+                pass  # the owner's details are for messages only (e.g. a full disk): the flock is the lock
+            return
+        raise CLIError(f"Cannot take the lock {str(self.path)!r}: it keeps being replaced. Is another run starting?")
+
+    @staticmethod
+    def _owner(fd: int) -> Dict[str, Any]:
+        try:
+            data = json.loads(os.pread(fd, 4096, 0).decode("utf8", "replace") or "{}")
+            return data if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+    def _in_use(self, owner: Dict[str, Any]) -> CLIError:
+        who = f"pid {owner.get('pid', '?')} on {owner.get('host', '?')}, since {owner.get('since', '?')}"
+        return CLIError(
+            f"--output {str(self.path.parent)!r} is in use by another `plait train` ({who}): two runs writing "
+            "one folder would replace each other's models. Wait for that run to end (or stop it), or pass "
+            "another --output.",
+            [f"lock file: {self.path}"] + ([f"its command: {owner['command']}"] if owner.get("command") else []),
+        )
+
+    def release(self) -> None:
+        """Remove the lock file and unlock (idempotent); the kernel does it too when the process dies."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            if os.stat(self.path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+                os.unlink(self.path)
+        except OSError:
+            pass
+        os.close(fd)
+
+    def __del__(self) -> None:
+        self.release()
+
+
+def _alive(pid: Any) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (TypeError, ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return int(pid) != os.getpid()
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading another run's folder: regular files only
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of `path` if it is a regular file, not a link (nor a FIFO or a device).
+
+    `plait train --resume THEIRS --output MINE` reads and copies files of a folder that someone
+    else may have made; a link in it (to a private key, /dev/zero, a FIFO) must neither be
+    followed nor end up in MINE as a copy.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        info_ = os.lstat(path)
+    except OSError as err:
+        raise CLIError(f"Cannot read {str(path)!r}: {err.strerror} (errno {err.errno}).") from err
+    if stat.S_ISLNK(info_.st_mode):
+        raise CLIError(
+            f"Refusing to read {str(path)!r}: it is a symbolic link (to {os.readlink(path)!r}). plait reads and "
+            "copies only regular files from a run folder; replace the link with the file itself if it is meant."
+        )
+    if not stat.S_ISREG(info_.st_mode):
+        raise CLIError(f"Refusing to read {str(path)!r}: it is not a regular file (a FIFO, device or folder).")
+    try:
+        fd = os.open(path, flags)
+    except OSError as err:
+        raise CLIError(f"Cannot read {str(path)!r}: {err.strerror} (errno {err.errno}).") from err
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):  # replaced since the lstat
+            raise CLIError(f"Refusing to read {str(path)!r}: it is not a regular file.")
+        return file.read()
+
+
+def _read_model_files(folder: Path) -> Dict[str, bytes]:
+    """The files of a model directory (model-best), read to be copied: the four a model needs.
+
+    The folder and each file must be regular (no links); anything else in it is left behind with
+    a warning naming it.
+    """
+    if os.path.islink(folder) or not folder.is_dir():
+        kind = "a symbolic link" if os.path.islink(folder) else "not a directory"
+        raise CLIError(
+            f"Cannot copy {str(folder)!r} as the best model so far: it is {kind}. plait copies only a real "
+            "folder of regular files; resume from a folder without links, or remove that model-best."
+        )
+    needed = (md.MODEL_FILE, md.CONFIG_FILE, md.META_FILE, md.SAMPLE_FILE)
+    files = {name: _read_regular(folder / name) for name in needed}
+    extra = sorted(entry.name for entry in os.scandir(folder) if entry.name not in needed)
+    for name in extra:
+        warn(f"Not copied from {folder}: {name} (a model directory needs only {', '.join(needed)})")
+    return files
 
 
 def _resume_dir(resume: Path) -> Path:
     """DIR/model-last (or DIR itself when it is a model-last) holding a training state."""
     for candidate in (resume / md.LAST, resume):
         if (candidate / md.STATE_FILE).is_file():
-            return candidate
+            return _no_links(candidate)
     try:
         found = md.find_model_dir(resume, prefer=md.LAST)
     except CLIError:
         found = None
     if found is not None and (found / md.STATE_FILE).is_file():
-        return found
+        return _no_links(found)
     raise CLIError(
         f"Cannot resume from {str(resume)!r}: no {md.LAST}/{md.STATE_FILE} there. Pass the --output "
         "folder of an earlier `plait train` run (model-best holds no training state)."
     )
+
+
+def _no_links(model_dir: Path) -> Path:
+    """`model_dir`, after checking that its training/ (and it, if it is a model-last/model-best) is no link.
+
+    (The files in them are read by _read_regular, which refuses links.) The folder given to
+    --resume may itself be a link: that is the user's own choice; what lies inside it may not be.
+    """
+    inside = [model_dir / md.STATE_DIR] + ([model_dir] if model_dir.name in (md.LAST, md.BEST) else [])
+    for path in inside:
+        if os.path.islink(path):
+            raise CLIError(
+                f"Cannot resume from {str(model_dir)!r}: {str(path)!r} is a symbolic link (to "
+                f"{os.readlink(path)!r}). plait reads only real folders of regular files inside a run folder."
+            )
+    return model_dir
 
 
 def _seed(seed: int, gpu: int) -> None:
@@ -228,28 +446,36 @@ def _check_output_shape(model: Any, X: Any, dataset: Any, where: str) -> None:
 
 def _restore(resume_dir: Path, resolved: Resolved, data_rng: numpy.random.Generator) -> TrainState:
     model, optimizer = resolved.model, resolved.optimizer
-    meta = md.read_json(resume_dir / md.META_FILE)
+    meta = _read_json_regular(resume_dir / md.META_FILE)
     if list(meta.get("labels", [])) != list(resolved.dataset.labels):
         raise CLIError(
             f"Cannot resume from {str(resume_dir)!r}: it was trained on labels {meta.get('labels')}, "
             f"the data now has {list(resolved.dataset.labels)}."
         )
     weights = resume_dir / md.RAW_WEIGHTS_FILE
-    if not weights.is_file():
+    if not os.path.lexists(weights):
         weights = resume_dir / md.MODEL_FILE
     try:
-        model.from_bytes(weights.read_bytes())
+        model.from_bytes(_read_regular(weights))
     except (OSError, ValueError) as err:
         raise CLIError(
             f"Cannot resume from {str(resume_dir)!r}: its weights do not fit the model of the config "
             f"({err}). Resume with the config the run was started with."
         ) from err
-    saved = md.read_json(resume_dir / md.STATE_FILE)
-    md.restore_optimizer_state(
-        optimizer, model, (resume_dir / md.OPTIMIZER_FILE).read_bytes(), saved["optimizer"]
-    )
+    saved = _read_json_regular(resume_dir / md.STATE_FILE)
+    md.restore_optimizer_state(optimizer, model, _read_regular(resume_dir / md.OPTIMIZER_FILE), saved["optimizer"])
     md.set_rng_states(saved["rng"], data_rng)
     return TrainState.from_json(saved["state"])
+
+
+def _read_json_regular(path: Path) -> Dict[str, Any]:
+    try:
+        data = json.loads(_read_regular(path).decode("utf8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise CLIError(f"Cannot read {str(path)!r} as JSON: {err}") from err
+    if not isinstance(data, dict):
+        raise CLIError(f"Cannot read {str(path)!r}: it holds a JSON {type(data).__name__}, not an object.")
+    return data
 
 
 class _Trainer:
@@ -258,6 +484,7 @@ class _Trainer:
     def __init__(
         self, resolved: Resolved, state: TrainState, data_rng: numpy.random.Generator, output: Path,
         progress: Optional[bool], *, resumed: bool = False, records: Optional[List[Dict[str, Any]]] = None,
+        lock: Optional[OutputLock] = None, carry_best: Optional[Dict[str, bytes]] = None,
     ) -> None:
         from ..loss import CategoricalCrossentropy, SequenceCategoricalCrossentropy
 
@@ -272,6 +499,11 @@ class _Trainer:
         self.records = list(records or [])
         self.data_rng = data_rng
         self.output = output
+        self._lock = lock
+        # THEIRS/model-best of `--resume THEIRS --output MINE`, written at the first save unless
+        # that evaluation is itself a new best.
+        self._carry_best = carry_best
+        self._saved_last = False
         # tqdm's disable=None switches the bar off where stderr is not a terminal (logs, tests).
         self.progress_disable = None if progress is None else (not progress)
         self.loss = SequenceCategoricalCrossentropy() if self.task == "tag" else CategoricalCrossentropy()
@@ -288,7 +520,17 @@ class _Trainer:
     # -------------------------------------------------------------------------------- loop
 
     def run(self) -> int:
-        """Train until a limit, patience or a signal stops it; returns the exit status."""
+        """Train until a limit, patience or a signal stops it; returns the exit status.
+
+        The output folder's lock is released when the run ends, however it ends.
+        """
+        try:
+            return self._run()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+
+    def _run(self) -> int:
         s, st = self.settings, self.state
         self._print_header(self.resumed)
         stop_reason = "done"
@@ -459,15 +701,39 @@ class _Trainer:
         }
         self._print_row(record)
         self.records.append(record)
-        md.write_metrics(self.output, self.records)
         scores = {"dev_accuracy": record["score"], "loss": loss}
+        # Each write replaces its file or folder atomically (the previous one stays whole until the
+        # new one is complete on disk). The first one of a run is the first to touch DIR.
+        self._save(lambda: md.write_metrics(self.output, self.records), self.output / md.METRICS_FILE)
         if improved:
-            md.write_dir_atomically(self.output / md.BEST, self._model_files(weights, scores, training=False))
-        md.write_dir_atomically(self.output / md.LAST, self._model_files(weights, scores, training=True))
+            files = self._model_files(weights, scores, training=False)
+            self._save(lambda: md.write_dir_atomically(self.output / md.BEST, files), self.output / md.BEST)
+        elif self._carry_best is not None:
+            carried = self._carry_best
+            self._save(lambda: md.write_dir_atomically(self.output / md.BEST, carried), self.output / md.BEST)
+        self._carry_best = None
+        files = self._model_files(weights, scores, training=True)
+        self._save(lambda: md.write_dir_atomically(self.output / md.LAST, files), self.output / md.LAST)
+        self._saved_last = True
         self._interval_loss, self._interval_n = 0.0, 0
         self._interval_words, self._interval_seconds = 0, 0.0
 
     # -------------------------------------------------------------------------------- saving
+
+    def _save(self, write: Any, target: Path) -> None:
+        """Run one atomic write; a failed one (a full disk, EFBIG, permissions) becomes a clear error."""
+        try:
+            write()
+        except OSError as err:
+            if self._saved_last:
+                then = f"continue from the last save with: plait train --resume {self.output}"
+            else:
+                then = "this run saved no model yet, so start it again"
+            raise CLIError(
+                f"Cannot save {str(target)!r}: {err.strerror or err} ({type(err).__name__}, errno {err.errno}) "
+                f"at step {self.state.step}. What was there before is kept whole (every save replaces "
+                f"its file or folder atomically). Free disk space, then {then}."
+            ) from err
 
     def _make_sample(self) -> bytes:
         import srsly
