@@ -33,12 +33,14 @@ API (stable):
         .path, .field, .problem, .fix            (str(err) = "FILE: FIELD: PROBLEM. FIX")
     MAX_FILE_BYTES, MAX_ARRAY_BYTES              default limits (PLAIT_MAX_FILE_BYTES env overrides)
     read_bytes(path, *, limit=None, root=None) -> bytes
+    read_source(path | binary file object | bytes, *, limit=None, root=None, what=None) -> (name, bytes)
     read_text(path, *, limit=None, root=None, encoding="utf8") -> str
     read_json(path, *, limit=None, root=None) -> Any
     check_regular_file(path, *, root=None, limit=None) -> os.stat_result
-    load_npz(source, *, limit=None, root=None, expect=None, what=None) -> Dict[str, numpy.ndarray]
-        source: a path or bytes; expect(name, shape, dtype) may raise to refuse a member
-        before its data is read.
+    load_npz(source, *, limit=None, root=None, expect=None, what=None, array_limit=None) -> Dict[str, ndarray]
+        source: a path, a binary file object or bytes; expect(name, shape, dtype) may raise to
+        refuse a member before its data is read.
+    NpzArchive(source, ...): .files, .read(name, expect=None) -- one member at a time
     open_hdf5(path, *, limit=None, root=None) -> h5py.File   (checked: no external storage/links,
         no virtual datasets); read_hdf5_dataset(dataset, *, limit=None, expect=None) -> ndarray
     write_file_atomically(path, data: bytes | Callable[[BinaryIO], Any]) -> None
@@ -60,6 +62,7 @@ import stat
 import sys
 import tempfile
 import zipfile
+from struct import error as struct_error
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Dict, Iterator, Mapping, Optional, Tuple, Union
 
@@ -274,42 +277,99 @@ def _read_npy(stream: BinaryIO, path: Any, member: str, limit: int, expect: Opti
     return array.copy()
 
 
+def read_source(source: Any, *, limit: Optional[int] = None, root: Optional[PathLike] = None,
+                what: Optional[str] = None) -> Tuple[str, bytes]:
+    """(a name for errors, the bytes) of a path (read_bytes), a binary file object or bytes."""
+    limit = MAX_FILE_BYTES if limit is None else limit
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
+        name = what or "<bytes>"
+        if len(data) > limit:
+            raise UnsafeFileError(name, "", f"it is {len(data)} bytes, over the limit of {limit}", "if the data are trusted, raise the limit (PLAIT_MAX_FILE_BYTES)")
+        return name, data
+    if hasattr(source, "read"):
+        name = what or str(getattr(source, "name", "<file object>"))
+        data = source.read(limit + 1)
+        if not isinstance(data, bytes):
+            raise TypeError(f"{name!r}: the file object must be opened in binary mode.")
+        if len(data) > limit:
+            raise UnsafeFileError(name, "", f"it is over the limit of {limit} bytes", "if the file is trusted, raise the limit (PLAIT_MAX_FILE_BYTES)")
+        return name, data
+    return what or _name(source), read_bytes(source, limit=limit, root=root)
+
+
+class NpzArchive:
+    """An .npz (a path, a binary file object or bytes) read member by member, each checked first.
+
+    `files` lists the array names; `read(name, expect=None)` parses the member's .npy header,
+    checks the declared size against `array_limit` (and the total of what was read against it)
+    and calls `expect(name, shape, dtype)`, which may raise, before any data is read.
+    """
+
+    def __init__(self, source: Any, *, limit: Optional[int] = None, root: Optional[PathLike] = None,
+                 what: Optional[str] = None, array_limit: Optional[int] = None) -> None:
+        self.name, data = read_source(source, limit=limit, root=root, what=what)
+        self.array_limit = MAX_ARRAY_BYTES if array_limit is None else array_limit
+        self.total = 0
+        try:
+            self._zip = zipfile.ZipFile(io.BytesIO(data))
+            infos = self._zip.infolist()
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError, IndexError, KeyError, struct_error) as err:
+            raise DamagedFileError(self.name, "", f"it is not a readable .npz (zip) archive ({type(err).__name__}: {err})", "the file is damaged or of another kind; restore it from a good copy") from None
+        self._infos: Dict[str, zipfile.ZipInfo] = {}
+        for info in infos:
+            member = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+            if member in self._infos:
+                raise DamagedFileError(self.name, member, "the archive holds this array twice", "restore the file from a good copy")
+            self._infos[member] = info
+
+    @property
+    def files(self) -> list:
+        return list(self._infos)
+
+    def keys(self) -> list:
+        return list(self._infos)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._infos
+
+    def __getitem__(self, name: str) -> numpy.ndarray:
+        return self.read(name)
+
+    def read(self, name: str, expect: Optional[ExpectFn] = None) -> numpy.ndarray:
+        if name not in self._infos:
+            raise KeyError(name)
+        info = self._infos[name]
+        try:
+            stream = self._zip.open(info)
+        except (zipfile.BadZipFile, NotImplementedError, RuntimeError, ValueError, EOFError, OSError, struct_error) as err:
+            raise DamagedFileError(self.name, name, f"the archive member cannot be opened ({type(err).__name__}: {err})", "the file is damaged; restore it from a good copy") from None
+        with stream:
+            array = _read_npy(stream, self.name, name, self.array_limit - self.total, expect, info.file_size)
+        self.total += array.nbytes
+        return array
+
+    def close(self) -> None:
+        self._zip.close()
+
+    def __enter__(self) -> "NpzArchive":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
 def load_npz(source: Union[PathLike, bytes], *, limit: Optional[int] = None, root: Optional[PathLike] = None,
              expect: Optional[ExpectFn] = None, what: Optional[str] = None,
              array_limit: Optional[int] = None) -> Dict[str, numpy.ndarray]:
-    """All arrays of an .npz (a path or its bytes), each checked before its data is read.
+    """All arrays of an .npz (a path, a binary file object or bytes), each checked before its data is read.
 
     `limit` bounds the file, `array_limit` (default MAX_ARRAY_BYTES) each declared array and the
     total; `expect(name, shape, dtype)` may raise to refuse a member before its data is read.
     `what` names the file in errors when `source` is bytes. Never unpickles.
     """
-    name = what or _name(source)
-    data = bytes(source) if isinstance(source, (bytes, bytearray, memoryview)) else read_bytes(source, limit=limit, root=root)
-    array_limit = MAX_ARRAY_BYTES if array_limit is None else array_limit
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError, IndexError) as err:
-        raise DamagedFileError(name, "", f"it is not a readable .npz (zip) archive ({err})", "the file is damaged or of another kind; restore it from a good copy") from None
-    out: Dict[str, numpy.ndarray] = {}
-    total = 0
-    with archive:
-        try:
-            infos = archive.infolist()
-        except Exception as err:  # pragma: no cover - infolist is read at open
-            raise DamagedFileError(name, "", f"its archive index cannot be read ({err})", "restore it from a good copy") from None
-        for info in infos:
-            member = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-            if member in out:
-                raise DamagedFileError(name, member, "the archive holds this array twice", "restore the file from a good copy")
-            try:
-                stream = archive.open(info)
-            except (zipfile.BadZipFile, NotImplementedError, RuntimeError, ValueError, EOFError, OSError) as err:
-                raise DamagedFileError(name, member, f"the archive member cannot be opened ({err})", "the file is damaged; restore it from a good copy") from None
-            with stream:
-                array = _read_npy(stream, name, member, array_limit - total, expect, info.file_size)
-            total += array.nbytes
-            out[member] = array
-    return out
+    with NpzArchive(source, limit=limit, root=root, what=what, array_limit=array_limit) as archive:
+        return {name: archive.read(name, expect) for name in archive.files}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -322,16 +382,17 @@ def _h5py() -> Any:
     return h5py
 
 
-def open_hdf5(path: PathLike, *, limit: Optional[int] = None, root: Optional[PathLike] = None) -> Any:
-    """Read an HDF5 file (regular, within limit) into memory and open it, checked by check_hdf5."""
+def open_hdf5(source: Any, *, limit: Optional[int] = None, root: Optional[PathLike] = None) -> Any:
+    """Read an HDF5 file (a path: regular, within limit; a binary file object; bytes) into memory
+    and open it read-only, checked by check_hdf5 (no external links/storage, no virtual datasets)."""
     h5py = _h5py()
-    data = read_bytes(path, limit=limit, root=root)
+    path, data = read_source(source, limit=limit, root=root)
     try:
         handle = h5py.File(io.BytesIO(data), "r")
     except Exception as err:
         raise DamagedFileError(path, "", f"it is not a readable HDF5 file ({type(err).__name__}: {err})", "the file is damaged or of another kind; restore it from a good copy") from None
     try:
-        check_hdf5(handle, _name(path))
+        check_hdf5(handle, path)
     except BaseException:
         handle.close()
         raise
@@ -595,7 +656,7 @@ def _exchange(a: Path, b: Path) -> bool:
 
 __all__ = [
     "FileFormatError", "UnsafeFileError", "DamagedFileError", "MAX_FILE_BYTES", "MAX_ARRAY_BYTES",
-    "MAX_TEXT_BYTES", "TMP_MARK", "OLD_SUFFIX", "read_bytes", "read_text", "read_json", "check_regular_file",
-    "load_npz", "open_hdf5", "check_hdf5", "read_hdf5_dataset", "write_file_atomically", "atomic_path",
+    "MAX_TEXT_BYTES", "TMP_MARK", "OLD_SUFFIX", "read_bytes", "read_source", "read_text", "read_json", "check_regular_file",
+    "load_npz", "NpzArchive", "open_hdf5", "check_hdf5", "read_hdf5_dataset", "write_file_atomically", "atomic_path",
     "write_dir_atomically", "remove_dir_atomically", "fsync_dir",
 ]

@@ -3,10 +3,10 @@ from typing import Any
 
 import numpy
 
-from ..._safeio import atomic_path
+from ..._safeio import atomic_path, open_hdf5, read_hdf5_dataset
 from ...util import is_cupy_array
-from ..serializer import Deserializer, Serializer
-from .npz import _restore
+from ..serializer import Serializer
+from .npz import _check_declared, _naming_file, _TwoPhaseDeserializer
 
 __all__ = ["HDF5Serializer", "HDF5Deserializer", "save_hdf5", "load_hdf5"]
 
@@ -67,8 +67,8 @@ class HDF5Serializer(Serializer):
         return value
 
 
-class HDF5Deserializer(Deserializer):
-    """Reads values from the datasets of an h5py group."""
+class HDF5Deserializer(_TwoPhaseDeserializer):
+    """Reads values from the datasets of an h5py group (load() is all or nothing)."""
 
     def __init__(self, group: Any) -> None:
         _h5py()
@@ -78,15 +78,25 @@ class HDF5Deserializer(Deserializer):
         name = key.strip("/")
         if name not in self.group:
             raise KeyError(f"HDF5Deserializer: group {name!r} is not in {self.group.name!r}.")
-        return HDF5Deserializer(self.group[name])
+        return self._adopt(HDF5Deserializer(self.group[name]))
 
-    def __call__(self, key: str, value: Any) -> Any:
+    def _where(self, key: str) -> str:
+        return f"{self.group.name.rstrip('/')}/{key}"
+
+    def _lookup(self, key: str, value: Any) -> Any:
         if key not in self.group:
             raise KeyError(
                 f"HDF5Deserializer: dataset {key!r} is not in group {self.group.name!r} (it holds "
                 f"{sorted(self.group.keys())})."
             )
-        return _restore(f"{self.group.name}/{key}", self.group[key][()], value)
+        where = self._where(key)
+        dataset = self.group[key]
+        if not isinstance(dataset, _h5py().Dataset):
+            raise ValueError(f"HDF5Deserializer: {where!r} is a group in the file, not a dataset.")
+        return read_hdf5_dataset(
+            dataset, "the HDF5 file",
+            expect=lambda name, shape, dtype: _check_declared(where, shape, dtype, value),
+        )
 
 
 def save_hdf5(filename: Any, obj: Any, compression: int = 4) -> None:
@@ -98,7 +108,14 @@ def save_hdf5(filename: Any, obj: Any, compression: int = 4) -> None:
 
 
 def load_hdf5(filename: Any, obj: Any) -> None:
-    """Load obj (a Link or an Optimizer) in place from an HDF5 file."""
-    h5py = _h5py()
-    with h5py.File(filename, "r") as f:
-        HDF5Deserializer(f).load(obj)
+    """Load obj (a Link or an Optimizer) in place from an HDF5 file.
+
+    The file is read through plait._safeio: a regular file within the size limit, refused when
+    it holds external links, external raw storage or virtual datasets (data from other files);
+    each dataset's declared shape and dtype checked against obj before its data are read. All or
+    nothing: on any error obj is left as it was.
+    """
+    _h5py()
+    with open_hdf5(filename) as f:
+        with _naming_file(getattr(filename, "name", None) or str(filename)):
+            HDF5Deserializer(f).load(obj)
