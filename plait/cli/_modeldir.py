@@ -25,7 +25,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy
 
@@ -114,11 +114,91 @@ def find_model_dir(path: Path, *, prefer: str = BEST) -> Path:
     )
 
 
-def read_json(path: Path) -> Dict[str, Any]:
+TASKS = ("classify", "tag")
+MAX_LABELS = 1_000_000
+#: Largest step a resume state may hold: replaying the optimizer's schedules to it must end.
+MAX_RESUME_STEP = 100_000_000
+#: Largest number of parameter elements one node's two largest dims may multiply to before
+#: initialize() allocates (model.bin's own parameters raise it): refuses a damaged or edited
+#: config or model.bin whose dims would allocate gigabytes before the weights are looked at.
+MAX_NODE_ELEMENTS = 1 << 26
+
+
+def damaged(model_dir: Optional[Path], rel: str, field: str, problem: str, fix: str = "") -> CLIError:
+    """The one error for a damaged model directory: the directory, the file, the field, the problem
+    and what to do."""
+    fix = fix or (
+        "The directory is damaged or was edited: restore it from a good copy, or train again "
+        "(plait train CONFIG --output DIR)"
+    )
+    where = f"{rel}" + (f", {field}" if field else "")
+    head = f"Damaged model directory {str(model_dir)!r}" if model_dir is not None else "Damaged resume state"
+    return CLIError(f"{head}: {where}: {problem.rstrip('.')}. {fix.rstrip('.')}.")
+
+
+def _model_dir_of(path: Path) -> Tuple[Path, str]:
+    """(the model directory, the file's path relative to it) for a file under one."""
+    path = Path(path)
+    if path.parent.name == STATE_DIR:
+        return path.parent.parent, f"{STATE_DIR}/{path.name}"
+    return path.parent, path.name
+
+
+def read_file(path: Path, *, limit: Any = None) -> bytes:
+    """A model directory's file through plait._safeio: a regular file inside the directory (no
+    FIFO, device, or link leading out), within the size limit; errors in the one format."""
+    model_dir, rel = _model_dir_of(path)
     try:
-        return json.loads(Path(path).read_text(encoding="utf8"))
-    except (OSError, ValueError) as err:
-        raise CLIError(f"Cannot read {str(path)!r}: {err}") from err
+        return _safeio.read_bytes(path, limit=limit, root=model_dir)
+    except FileNotFoundError:
+        raise damaged(model_dir, rel, "", "the file is missing") from None
+    except _safeio.FileFormatError as err:
+        raise damaged(model_dir, rel, err.field, err.problem, err.fix) from None
+    except OSError as err:
+        raise damaged(model_dir, rel, "", f"cannot be read: {err.strerror or err}", "Fix the file's permissions") from None
+
+
+def read_json(path: Path) -> Dict[str, Any]:
+    """A JSON object file of a model directory (meta.json, training/state.json)."""
+    model_dir, rel = _model_dir_of(path)
+    data = read_file(path, limit=_safeio.MAX_TEXT_BYTES)
+    try:
+        value = json.loads(data.decode("utf8"))
+    except UnicodeDecodeError as err:
+        raise damaged(model_dir, rel, f"byte {err.start}", "it is not UTF-8 text") from None
+    except RecursionError:
+        raise damaged(model_dir, rel, "", "its JSON is nested too deeply") from None
+    except ValueError as err:
+        raise damaged(model_dir, rel, f"line {getattr(err, 'lineno', '?')}", f"it is not valid JSON ({err})") from None
+    if not isinstance(value, dict):
+        raise damaged(model_dir, rel, "", f"it holds a JSON {type(value).__name__}, not an object")
+    return value
+
+
+def read_meta(model_dir: Path) -> Dict[str, Any]:
+    """meta.json, its fields that loading relies on checked (task, labels, step, epoch)."""
+    meta = read_json(Path(model_dir) / META_FILE)
+    for key in ("task", "labels"):
+        if key not in meta:
+            raise damaged(model_dir, META_FILE, f"{key!r}", "the field is missing")
+    if meta["task"] not in TASKS:
+        raise damaged(model_dir, META_FILE, "'task'", f"it is {meta['task']!r:.80}, not one of {list(TASKS)}")
+    labels = meta["labels"]
+    if not isinstance(labels, list) or not labels or len(labels) > MAX_LABELS:
+        raise damaged(model_dir, META_FILE, "'labels'", f"it is {_short(labels)}, not a list of 1 to {MAX_LABELS} labels")
+    for i, label in enumerate(labels):
+        if not isinstance(label, str):
+            raise damaged(model_dir, META_FILE, f"'labels'[{i}]", f"it is {_short(label)}, not a string")
+    for key in ("step", "epoch"):
+        value = meta.get(key, 0)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise damaged(model_dir, META_FILE, f"{key!r}", f"it is {_short(value)}, not a count")
+    return meta
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @dataclass
@@ -131,44 +211,139 @@ class LoadedModel:
     meta: Dict[str, Any]
 
 
+def read_config(model_dir: Path) -> Any:
+    """config.cfg, not interpolated, with a [model] section."""
+    from ..config import Config
+
+    data = read_file(Path(model_dir) / CONFIG_FILE, limit=_safeio.MAX_TEXT_BYTES)
+    try:
+        text = data.decode("utf8")
+    except UnicodeDecodeError as err:
+        raise damaged(model_dir, CONFIG_FILE, f"byte {err.start}", "it is not UTF-8 text") from None
+    try:
+        config = Config().from_str(text, interpolate=False)
+    except Exception as err:
+        raise damaged(model_dir, CONFIG_FILE, "", f"it cannot be parsed ({type(err).__name__}: {' '.join(str(err).split())})") from None
+    if "model" not in config or not isinstance(config["model"], dict):
+        raise damaged(model_dir, CONFIG_FILE, "[model]", "the section is missing")
+    return config
+
+
+def read_weights(model_dir: Path, rel: str = MODEL_FILE) -> Tuple[bytes, Dict[str, Any]]:
+    """(the bytes, the decoded message) of model.bin or training/weights.bin."""
+    from ..model import _msgpack_loads
+
+    data = read_file(Path(model_dir) / rel)
+    try:
+        msg = _msgpack_loads(data, "cannot decode")
+    except ValueError as err:
+        raise damaged(model_dir, rel, "", str(err)) from None
+    if not isinstance(msg, dict) or not isinstance(msg.get("nodes"), list) or not isinstance(msg.get("params"), list):
+        raise damaged(model_dir, rel, "", "it is not a plait model's weights (Model.to_bytes): no 'nodes' and 'params' lists")
+    return data, msg
+
+
+def check_dims(model_dir: Path, model: Any, msg: Dict[str, Any], rel: str = MODEL_FILE) -> None:
+    """Before initialize() allocates: the config's dims must be the saved ones, the saved ones
+    are set where the config leaves them unset, and none may allocate far more than the file holds."""
+    nodes = list(model.walk())
+    if len(msg["nodes"]) != len(nodes):
+        raise damaged(
+            model_dir, rel, "nodes",
+            f"it holds {len(msg['nodes'])} layers where the model of {CONFIG_FILE} has {len(nodes)}",
+            f"{CONFIG_FILE} and {rel} are from different models: restore the pair from one run, or train again",
+        )
+    held = 0
+    for params in msg["params"]:
+        if isinstance(params, dict):
+            held += sum(int(getattr(v, "size", 0) or 0) for v in params.values())
+    budget = max(MAX_NODE_ELEMENTS, 16 * held)
+    for i, (node, info) in enumerate(zip(nodes, msg["nodes"])):
+        dims = info.get("dims") if isinstance(info, dict) else None
+        if not isinstance(dims, dict):
+            raise damaged(model_dir, rel, f"node {i}", "its entry has no 'dims' mapping")
+        sizes = []
+        for dim, saved in dims.items():
+            if saved is None or dim not in node._dims:
+                continue
+            if isinstance(saved, bool) or not isinstance(saved, int) or not 0 <= saved < (1 << 40):
+                raise damaged(model_dir, rel, f"node {i} ('{node.name}') dimension {dim!r}", f"it is {_short(saved)}, not a size")
+            current = node._dims[dim]
+            if current is not None and current != saved:
+                raise damaged(
+                    model_dir, CONFIG_FILE, f"[model] layer {i} ('{node.name}') {dim}",
+                    f"it is {current}, but the weights in {rel} were saved with {dim} = {saved}",
+                    f"Set {dim} = {saved} in {CONFIG_FILE} (or restore the file), or train again",
+                )
+            sizes.append(saved)
+        sizes.extend(v for k, v in node._dims.items() if isinstance(v, int) and k not in dims)
+        sizes.sort()
+        if len(sizes) >= 2 and sizes[-1] * sizes[-2] > budget:
+            raise damaged(
+                model_dir, rel, f"node {i} ('{node.name}') dims {dims}",
+                f"they would allocate {sizes[-1] * sizes[-2]} parameters, far more than the {held} the file holds",
+            )
+        for dim, saved in dims.items():
+            if saved is not None and dim in node._dims and node._dims[dim] is None:
+                node._dims[dim] = saved
+
+
 def load_model_dir(path: Path, *, raw_weights: bool = False) -> LoadedModel:
     """Rebuild the model of a directory: resolve its [model], initialize on the sample, load weights.
 
+    Every file is read through plait._safeio (regular files inside the directory, within size
+    limits) and checked before it is used: the saved dims are compared with the config's before
+    anything is allocated, and every error names the file and the field and says what to do.
     raw_weights=True loads training/weights.bin (the state to resume from) where present.
     """
-    from ..config import Config, registry
+    from ..config import registry
 
     path = Path(path)
-    meta = read_json(path / META_FILE)
-    try:
-        config = Config().from_disk(path / CONFIG_FILE, interpolate=False)
-    except Exception as err:
-        raise CLIError(f"Cannot read {str(path / CONFIG_FILE)!r}: {err}") from err
+    meta = read_meta(path)
+    config = read_config(path)
     try:
         model = registry.resolve({"model": config["model"]}, validate=True)["model"]
     except Exception as err:
-        raise CLIError(
-            f"Cannot rebuild the model of {str(path)!r} from its {CONFIG_FILE}: {type(err).__name__}: {err}"
+        raise damaged(
+            path, CONFIG_FILE, "[model]", f"the model cannot be rebuilt from it ({type(err).__name__}: {' '.join(str(err).split())[:500]})",
         ) from err
+    rel = RAW_WEIGHTS_FILE if raw_weights and os.path.lexists(path / RAW_WEIGHTS_FILE) else MODEL_FILE
+    data, msg = read_weights(path, rel)
+    check_dims(path, model, msg, rel)
     sample = read_sample(path)
-    initialize_model(model, sample["X"], sample["Y"], meta["task"], len(meta["labels"]))
-    weights = path / MODEL_FILE
-    if raw_weights and (path / RAW_WEIGHTS_FILE).is_file():
-        weights = path / RAW_WEIGHTS_FILE
     try:
-        model.from_bytes(weights.read_bytes())
-    except (OSError, ValueError) as err:
-        raise CLIError(f"Cannot load the weights {str(weights)!r}: {err}") from err
+        initialize_model(model, sample["X"], sample["Y"], meta["task"], len(meta["labels"]))
+    except CLIError:
+        raise
+    except Exception as err:
+        raise damaged(
+            path, SAMPLE_FILE, "'X'/'Y'", f"the model of {CONFIG_FILE} cannot be initialized on it "
+            f"({type(err).__name__}: {' '.join(str(err).split())[:500]})",
+        ) from err
+    try:
+        model.from_bytes(data)
+    except (ValueError, TypeError, KeyError) as err:
+        raise damaged(path, rel, "", f"the weights do not fit the model of {CONFIG_FILE}: {err}") from err
     return LoadedModel(path, model, config, meta)
 
 
 def read_sample(path: Path) -> Dict[str, Any]:
-    import srsly
+    """sample.msgpack: {'X': inputs, 'Y': label ids}, checked for those two fields."""
+    from ..model import _msgpack_loads
 
+    path = Path(path)
+    data = read_file(path / SAMPLE_FILE)
     try:
-        sample = srsly.msgpack_loads((Path(path) / SAMPLE_FILE).read_bytes())
-    except Exception as err:
-        raise CLIError(f"Cannot read {str(Path(path) / SAMPLE_FILE)!r}: {err}") from err
+        sample = _msgpack_loads(data, "cannot decode")
+    except ValueError as err:
+        raise damaged(path, SAMPLE_FILE, "", str(err)) from None
+    if not isinstance(sample, dict):
+        raise damaged(path, SAMPLE_FILE, "", f"it holds a {type(sample).__name__}, not a mapping with 'X' and 'Y'")
+    for key in ("X", "Y"):
+        if key not in sample:
+            raise damaged(path, SAMPLE_FILE, repr(key), "the field is missing")
+    if not hasattr(sample["X"], "__len__") or not hasattr(sample["Y"], "__len__") or len(sample["X"]) != len(sample["Y"]) or not len(sample["X"]):
+        raise damaged(path, SAMPLE_FILE, "'X'/'Y'", "they are not two lists of the same non-zero length")
     return sample
 
 
@@ -180,6 +355,10 @@ def initialize_model(model: Any, X: Any, Y: Any, task: str, n_labels: int) -> No
 def one_hot(ops: Any, Y: Any, task: str, n_labels: int) -> Any:
     """Label ids -> float32 one-hot rows: (nB,) -> (nB, nL); for "tag" a list of them."""
     eye = numpy.eye(n_labels, dtype="float32")
+    for y in (Y if task == "tag" else [Y]):
+        ids = numpy.asarray(y)
+        if ids.size and (ids.dtype.kind not in "iu" or ids.min() < 0 or ids.max() >= n_labels):
+            raise ValueError(f"the label ids Y must be integers in [0, {n_labels}) (the model's labels), got {_short(y)}")
     if task == "tag":
         return [ops.asarray2f(eye[numpy.asarray(y, dtype="int64")].reshape((-1, n_labels))) for y in Y]
     return ops.asarray2f(eye[numpy.asarray(Y, dtype="int64")].reshape((-1, n_labels)))
@@ -220,27 +399,89 @@ def optimizer_state(optimizer: Any, model: Any) -> Tuple[bytes, Dict[str, Any]]:
     return buffer.getvalue(), counters
 
 
-def restore_optimizer_state(optimizer: Any, model: Any, npz: bytes, counters: Dict[str, Any]) -> None:
-    """Put saved moments, averages, update counts and the schedule step into a fresh optimizer."""
-    lookup = {name: key for key, name in _param_keys(model).items()}
-    with numpy.load(io.BytesIO(npz)) as data:
-        for entry in data.files:
-            kind, _, name = entry.partition("::")
-            table = getattr(optimizer, kind, None)
-            if table is None:
-                continue  # e.g. saved averages, but this optimizer has use_averages = false
-            if name not in lookup:
-                raise CLIError(
-                    f"Cannot resume: the saved optimizer state has parameter {name!r} (node::param), "
-                    "which the model built from the config does not have. Resume with the config "
-                    "the run was started with."
+def _count(value: Any, model_dir: Optional[Path], field: str, top: int = MAX_RESUME_STEP) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+        raise damaged(
+            model_dir, STATE_FILE, field, f"it is {_short(value)}, not a count from 0 to {top}",
+            "The resume state is damaged or was edited: restore it, or start a new run instead of --resume",
+        )
+    return value
+
+
+def check_counters(counters: Any, model_dir: Optional[Path] = None, keys: Any = None) -> Dict[str, Any]:
+    """The optimizer counters of training/state.json, checked (bounded step, known parameters)."""
+    if not isinstance(counters, dict):
+        raise damaged(model_dir, STATE_FILE, "'optimizer'", f"it is {_short(counters)}, not an object")
+    step = _count(counters.get("step", 0), model_dir, "'optimizer'.'step'")
+    last_score = counters.get("last_score")
+    if last_score is not None:
+        if not isinstance(last_score, list) or len(last_score) != 2 or not isinstance(last_score[1], (int, float)) or isinstance(last_score[1], bool):
+            raise damaged(model_dir, STATE_FILE, "'optimizer'.'last_score'", f"it is {_short(last_score)}, not [step, score]")
+        _count(last_score[0], model_dir, "'optimizer'.'last_score'[0]", step)
+    for kind in ("nr_update", "last_seen"):
+        table = counters.get(kind, {})
+        if not isinstance(table, dict):
+            raise damaged(model_dir, STATE_FILE, f"'optimizer'.{kind!r}", f"it is {_short(table)}, not an object")
+        for name, value in table.items():
+            _count(value, model_dir, f"'optimizer'.{kind!r}.{name!r}", max(step, 1) * 1000)
+            if keys is not None and name not in keys:
+                raise damaged(
+                    model_dir, STATE_FILE, f"'optimizer'.{kind!r}.{name!r}",
+                    "the model built from the config has no such parameter (node::param)",
+                    "Resume with the config the run was started with",
                 )
-            table[lookup[name]] = model.ops.asarray(data[entry]).copy()
+    return counters
+
+
+def restore_optimizer_state(optimizer: Any, model: Any, npz: bytes, counters: Dict[str, Any],
+                            model_dir: Optional[Path] = None) -> None:
+    """Put saved moments, averages, update counts and the schedule step into a fresh optimizer.
+
+    All checked first, then set: the .npz through plait._safeio (each array's declared shape
+    must be its parameter's, checked before its data are read; never a pickle), the counters
+    bounded (the step at most MAX_RESUME_STEP, since schedules are replayed up to it).
+    """
+    keys = _param_keys(model)
+    lookup = {name: key for key, name in keys.items()}
+    counters = check_counters(counters, model_dir, lookup)
+
+    def expect(entry: str, shape: Any, dtype: Any) -> None:
+        kind, _, name = entry.partition("::")
+        if kind not in ("mom1", "mom2", "averages"):
+            raise damaged(model_dir, OPTIMIZER_FILE, repr(entry), f"{kind!r} is not an optimizer table (mom1, mom2, averages)")
+        if name not in lookup:
+            raise CLIError(
+                f"Cannot resume: the saved optimizer state has parameter {name!r} (node::param), "
+                "which the model built from the config does not have. Resume with the config "
+                "the run was started with."
+            )
+        node_id, param = lookup[name]
+        node = next(n for n in model.walk() if n.id == node_id)
+        want = tuple(node.get_param(param).shape) if node.has_param(param) else None
+        # Moments may be kept flat: the same number of values is what must match.
+        if want is not None and tuple(shape) != want and int(numpy.prod(shape)) != int(numpy.prod(want)):
+            raise damaged(model_dir, OPTIMIZER_FILE, repr(entry), f"its shape is {tuple(shape)}, the parameter's {want}",
+                          "Resume with the config the run was started with, or restore the file")
+        if numpy.dtype(dtype).kind != "f":
+            raise damaged(model_dir, OPTIMIZER_FILE, repr(entry), f"its dtype is {dtype}, not a float type")
+
+    tables: Dict[str, Dict[Any, Any]] = {}
+    try:
+        with _safeio.NpzArchive(npz, what=str(Path(model_dir or ".") / OPTIMIZER_FILE)) as archive:
+            for entry in archive.files:
+                array = archive.read(entry, expect)
+                kind, _, name = entry.partition("::")
+                if getattr(optimizer, kind, None) is None:
+                    continue  # e.g. saved averages, but this optimizer has use_averages = false
+                tables.setdefault(kind, {})[lookup[name]] = model.ops.asarray(array).copy()
+    except _safeio.FileFormatError as err:
+        raise damaged(model_dir, OPTIMIZER_FILE, err.field, err.problem, err.fix) from None
+    for kind, values in tables.items():
+        getattr(optimizer, kind).update(values)
     for kind in ("nr_update", "last_seen"):
         table = getattr(optimizer, kind)
         for name, value in counters.get(kind, {}).items():
-            if name in lookup:
-                table[lookup[name]] = int(value)
+            table[lookup[name]] = int(value)
     # Stepping (rather than setting a private counter) replays every schedule to the same point.
     last_score = counters.get("last_score")
     target = int(counters.get("step", 0))
@@ -251,6 +492,12 @@ def restore_optimizer_state(optimizer: Any, model: Any, npz: bytes, counters: Di
 
 
 def _advance(optimizer: Any, step: int) -> None:
+    if step > MAX_RESUME_STEP:
+        raise CLIError(f"Cannot resume: the saved step {step} is over the limit of {MAX_RESUME_STEP}.")
+    if not getattr(optimizer, "schedules", None) and hasattr(optimizer, "_step"):
+        # Nothing to replay: the counter alone.
+        optimizer._step = max(optimizer._step, step)
+        return
     while optimizer.step < step:
         optimizer.step_schedules()
 
@@ -271,12 +518,31 @@ def rng_states(data_rng: numpy.random.Generator) -> Dict[str, Any]:
     }
 
 
-def set_rng_states(states: Dict[str, Any], data_rng: numpy.random.Generator) -> None:
+def set_rng_states(states: Dict[str, Any], data_rng: numpy.random.Generator, model_dir: Optional[Path] = None) -> None:
+    """Restore the three generators; a damaged state (wrong shapes or types) changes none of them."""
     import random
 
-    name, keys, pos, has_gauss, cached = states["numpy_global"]
-    numpy.random.set_state((name, numpy.asarray(keys, dtype=numpy.uint32), pos, has_gauss, cached))
-    version, internal, gauss_next = states["python"]
+    try:
+        name, keys, pos, has_gauss, cached = states["numpy_global"]
+        keys_array = numpy.asarray(keys, dtype=numpy.uint32)
+        if keys_array.shape != (624,):
+            raise ValueError(f"the MT19937 key has shape {keys_array.shape}, not (624,)")
+        version, internal, gauss_next = states["python"]
+        if not isinstance(internal, list) or len(internal) != 625:
+            raise ValueError("the Python generator state is not 625 numbers")
+        # Tried on copies first: nothing changes unless all three are valid.
+        numpy.random.RandomState().set_state((name, keys_array, pos, has_gauss, cached))
+        random.Random().setstate((version, tuple(internal), gauss_next))
+        probe = numpy.random.default_rng(0)
+        probe.bit_generator.state = states["data"]
+        if type(probe.bit_generator) is not type(data_rng.bit_generator):
+            raise ValueError("the data generator is of another kind")
+    except (KeyError, TypeError, ValueError, OverflowError) as err:
+        raise damaged(
+            model_dir, STATE_FILE, "'rng'", f"the random generator states cannot be restored ({type(err).__name__}: {err})",
+            "The resume state is damaged or was edited: restore it, or start a new run instead of --resume",
+        ) from None
+    numpy.random.set_state((name, keys_array, pos, has_gauss, cached))
     random.setstate((version, tuple(internal), gauss_next))
     data_rng.bit_generator.state = states["data"]
 
