@@ -728,7 +728,7 @@ class _Trainer:
             if self._saved_last:
                 then = f"continue from the last save with: plait train --resume {self.output}"
             else:
-                then = "this run saved no model yet, so start it again"
+                then = "run it again (this run saved no model yet)"
             raise CLIError(
                 f"Cannot save {str(target)!r}: {err.strerror or err} ({type(err).__name__}, errno {err.errno}) "
                 f"at step {self.state.step}. What was there before is kept whole (every save replaces "
