@@ -16,7 +16,7 @@ computed by the same code whatever the thread count, so results never depend on 
 """
 cimport numpy as cnp
 
-from ._arrays cimport _float_kind_any
+from ._arrays cimport _float_kind_any, _shares
 from cython.parallel cimport prange
 from libc.stdint cimport int64_t
 
@@ -611,6 +611,11 @@ TANH = 22
 cdef int _COST[23]
 _COST[:] = [1, 8, 8, 8, 12, 10, 4, 1, 1, 1, 10, 1, 1, 8, 10, 12, 10, 4, 1, 1, 1, 6, 8]
 
+# How many arrays each op reads (A; A and B; A, B and C): a call that gives fewer declines,
+# since the kernel would read the missing ones through NULL.
+cdef int _ARITY[23]
+_ARITY[:] = [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 2, 2, 2, 2, 2, 2, 2, 1, 1]
+
 cdef enum:
     # Elements per work item of the elementwise ops (a multiple of every vector width).
     _BLOCK = 16384
@@ -691,7 +696,10 @@ def elementwise(int op, A, B=None, C=None, bint inplace=False, double p0=0.0, do
     if op < 0 or op >= PLAIT_ACT_N_OPS:
         raise ValueError(f"act.elementwise: unknown op code {op}.")
     cdef int dt = _kind(A)
-    if dt == 0 or (into_b and B is None):
+    cdef int arity = _ARITY[op] if op < 23 else 1
+    if dt == 0 or (into_b and B is None) or (arity >= 2 and B is None) or (arity >= 3 and C is None):
+        return None
+    if (arity < 2 and B is not None) or (arity < 3 and C is not None):
         return None
     for other in (B, C):
         if other is not None:
@@ -702,6 +710,10 @@ def elementwise(int op, A, B=None, C=None, bint inplace=False, double p0=0.0, do
         for other in (A, B, C):
             if other is not None and other is not W and _partly_overlap(W, other):
                 return None
+        # Written into B, the reference computes on B in steps that read A after B changed:
+        # the one pass computes something else when A is B's memory.
+        if into_b and _shares(A, W):
+            return None
     Y = _output(W, inplace)
     if Y is None:
         return None

@@ -9,6 +9,7 @@ not depend on the thread count or the instruction set. gather_add splits rows be
 for large inputs; scatter_add runs on one thread.
 """
 cimport numpy as cnp
+from ._arrays cimport _shares
 from cython.parallel cimport prange
 from libc.stdint cimport int32_t, int64_t
 
@@ -264,6 +265,9 @@ def scatter_add(object table, object indices, object values) -> bool:
         or cnp.PyArray_ITEMSIZE(V_arr) != cnp.PyArray_ITEMSIZE(E_arr)
         or cnp.PyArray_NDIM(V_arr) != i_nd + t_nd - 1
         or _overlap(E_arr, V_arr)
+        # indices read from the table's own memory would change under the adds and send them
+        # out of bounds (issue 17): the reference's numpy.add.at copies them first.
+        or _shares(E_arr, I_arr)
     ):
         return False
     # values may leave out (size 1) the last index axis: each value row then goes to all the

@@ -670,8 +670,11 @@ cdef void _dtanh(const floating* Y, floating* out, int64_t n) noexcept nogil:
 # --- Python entry points -----------------------------------------------------------
 
 
-def _forward_impl(floating[::1] params, floating[:, :, ::1] H0, floating[:, :, ::1] C0,
-                  floating[:, ::1] X, int64_t[::1] sizes, int64_t[::1] starts, bint keep_state, bint par):
+# NOTE: the inputs are const memoryviews, so read-only arrays (which the reference takes) are
+# accepted too; a plain typed memoryview refuses them ("buffer source array is read-only").
+def _forward_impl(const floating[::1] params, const floating[:, :, ::1] H0, const floating[:, :, ::1] C0,
+                  const floating[:, ::1] X, const int64_t[::1] sizes, const int64_t[::1] starts,
+                  bint keep_state, bint par):
     cdef int N = X.shape[0], nI = X.shape[1]
     cdef int depth = H0.shape[0], dirs = H0.shape[1], nO = H0.shape[2]
     cdef int nB = <int>sizes[0] if sizes.shape[0] > 0 else 0
@@ -726,10 +729,10 @@ def lstm_forward(params, H0, C0, X, sizes, starts, bint keep_state, par=None):
     return _forward_impl(params, H0, C0, X, sizes, starts, keep_state, bool(par))
 
 
-def _backward_impl(floating[:, ::1] dY, floating[::1] params, floating[:, :, ::1] H0,
-                   floating[:, :, ::1] C0, floating[:, ::1] X, floating[:, :, :, ::1] Y4,
-                   floating[:, :, :, ::1] G4, floating[:, :, :, ::1] C4, int64_t[::1] sizes,
-                   int64_t[::1] starts, bint par):
+def _backward_impl(const floating[:, ::1] dY, const floating[::1] params, const floating[:, :, ::1] H0,
+                   const floating[:, :, ::1] C0, const floating[:, ::1] X, const floating[:, :, :, ::1] Y4,
+                   const floating[:, :, :, ::1] G4, const floating[:, :, :, ::1] C4, const int64_t[::1] sizes,
+                   const int64_t[::1] starts, bint par):
     cdef int N = X.shape[0], nI = X.shape[1]
     cdef int depth = H0.shape[0], dirs = H0.shape[1], nO = H0.shape[2]
     cdef int nB = <int>sizes[0] if sizes.shape[0] > 0 else 0
@@ -772,14 +775,14 @@ def _gemm_isa(int force=0) -> int:
     return plait_gemm_isa(force)
 
 
-def dsigmoid(floating[::1] Y, floating[::1] out):
+def dsigmoid(const floating[::1] Y, floating[::1] out):
     """out = Y * (1 - Y); out may be Y."""
     with nogil:
         if Y.shape[0] > 0:
             _dsigmoid(&Y[0], &out[0], Y.shape[0])
 
 
-def dtanh(floating[::1] Y, floating[::1] out):
+def dtanh(const floating[::1] Y, floating[::1] out):
     """out = 1 - Y**2; out may be Y."""
     with nogil:
         if Y.shape[0] > 0:

@@ -13,6 +13,7 @@ The global norm is a sum over fixed blocks whose partial sums are added in block
 that, like the elementwise pass, it does not depend on the thread count.
 """
 cimport numpy as cnp
+from ._arrays cimport _shares
 from cython.parallel cimport prange
 from libc.math cimport sqrt
 from libc.stdlib cimport free, malloc
@@ -398,12 +399,20 @@ cdef bint _suits(object W, object G, object M1, object M2, object A):
     if itemsize != 4 and itemsize != 8:
         return False
     cdef cnp.ndarray like = <cnp.ndarray>W
-    return (
+    if not (
         _is_floats(W, itemsize, None)
         and _is_floats(G, itemsize, like)
         and _is_floats(M1, itemsize, like)
         and _is_floats(M2, itemsize, like)
         and (A is None or _is_floats(A, itemsize, like))
+    ):
+        return False
+    # Every array is written (G zeroed): one pass over shared memory would read values it has
+    # already updated; the reference's steps then give other numbers, so it computes those.
+    return not (
+        _shares(W, G) or _shares(W, M1) or _shares(W, M2) or _shares(G, M1) or _shares(G, M2)
+        or _shares(M1, M2)
+        or (A is not None and (_shares(A, W) or _shares(A, G) or _shares(A, M1) or _shares(A, M2)))
     )
 
 
