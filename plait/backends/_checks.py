@@ -287,3 +287,40 @@ def refuse_int_truncation(fn: str, name: str, X: Any, why: str) -> None:
 def cumsum_dtype(dtype: numpy.dtype) -> numpy.dtype:
     """The dtype numpy's cumsum gives for an array of `dtype` (int32 counts sum as int64)."""
     return numpy.cumsum(numpy.zeros(1, dtype=dtype)).dtype
+
+
+# --- convolution and pooling (the front of _conv_ops.ConvOps, whose code stays as it is) ------
+
+
+def check_conv_arrays(fn: str, named: Sequence[Tuple[str, Any]], optional: Sequence[str] = ()) -> None:
+    """TypeError naming the argument for anything but an array of real numbers (None where optional)."""
+    for name, X in named:
+        if X is None and name in optional:
+            continue
+        check_array(fn, name, X, kind="r")
+
+
+def check_conv_stride(fn: str, stride: Any) -> None:
+    """A convolution's stride must be given: None is Chainer's and plait's "stride = window" only
+    for poolings; for a convolution it would silently skip all but every k-th position."""
+    if stride is None:
+        raise TypeError(
+            f"Ops.{fn}: stride must be an int or a tuple of ints, got None. Convolutions have no "
+            f"default window stride (only poolings read None as stride = ksize); pass stride=1 "
+            f"for every position, or the window size explicitly."
+        )
+
+
+def check_pool_which(fn: str, which: Any, K: int) -> None:
+    """max_pool_nd's `which` must hold integers in 0..K-1 (the flat position in a window of K)."""
+    check_array(fn, "which", which, kind="i")
+    if which.size:
+        host = _host(which)
+        lo, hi = int(host.min()), int(host.max())
+        if lo < 0 or hi >= K:
+            bad = lo if lo < 0 else hi
+            raise ValueError(
+                f"Ops.{fn}: 'which' must hold positions in the pooling window, 0..{K - 1} for a "
+                f"window of {K}, got {bad}. Pass the 'which' that max_pool_nd returned with the "
+                f"same ksize."
+            )

@@ -136,6 +136,8 @@ class ConvKernels:
             pad: Any = 0,
             cover_all: bool = True,
         ) -> Any:
+            # `which` inside the window, before the kernel routes gradients by it.
+            self._check_pool_which(dY, which, ksize, stride, pad)
             if getattr(dY, "ndim", None) == 4:
                 where = "Ops.backprop_max_pool_nd"
                 n = _n_spatial(dY, "dY", where)

@@ -7,6 +7,8 @@ raises its error, so both backends accept and reject exactly the same calls.
 """
 from typing import Optional, Tuple
 
+import numpy
+
 from ..types import Floats2d, Floats3d, Ints1d, Ints2d
 from ._checks import cumsum_dtype
 
@@ -44,7 +46,14 @@ class SeqKernels:
             self, dY: Floats2d, which: Ints2d, X: Floats2d, W: Floats3d
         ) -> Tuple[Floats2d, Floats3d, Floats2d]:
             dX = _maxout.backprop_maxout_dx(dY, which, W)
-            if dX is None or getattr(X, "shape", None) != (dY.shape[0], W.shape[2]):
+            # X goes to the kernel or the BLAS below only as a float array of dY's dtype; any
+            # other X is the reference's to convert or refuse (it refuses integers).
+            if (
+                dX is None
+                or type(X) is not numpy.ndarray
+                or X.dtype != dY.dtype
+                or X.shape != (dY.shape[0], W.shape[2])
+            ):
                 return super().backprop_maxout_affine(dY, which, X, W)
             nO, nP, nI = W.shape
             # The sparse dW kernel does 1/nP of the BLAS's arithmetic but less efficiently; it

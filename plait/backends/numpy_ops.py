@@ -157,8 +157,13 @@ class NumpyOps(ActKernels, SeqKernels, GatherKernels, LstmKernels, NormKernels, 
             and lengths.dtype.kind == "i"
             and lengths.size
         ):
+            n = X.shape[0]
+            # Lengths in 0..n cannot overflow the int64 cumsum unless there are ~2**63 / n of
+            # them; outside that, the wrapped sum could match n (the reference sums Python ints).
+            if int(lengths.min()) < 0 or int(lengths.max()) > n or lengths.size * max(n, 1) >= 2**62:
+                return super().unflatten(X, lengths, pad)
             ends = numpy.cumsum(lengths)
-            if int(ends[-1]) == X.shape[0] and int(lengths.min()) >= 0:
+            if int(ends[-1]) == n:
                 # Plain slices: numpy.split costs ~4 us per piece in swapaxes calls.
                 bounds = [0, *ends.tolist()]
                 return [X[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]

@@ -41,10 +41,13 @@ from ..types import (
     SizedGenerator,
 )
 from . import _lstm, _murmur
-from ._conv_ops import ConvOps
+from ._conv_ops import ConvOps, _n_spatial, _settings
 from ._checks import (
     broadcast_shape,
     check_array,
+    check_conv_arrays,
+    check_conv_stride,
+    check_pool_which,
     check_lengths,
     check_same_shape,
     cumsum_dtype,
@@ -410,6 +413,17 @@ class Ops(ConvOps):
         lens = lens.astype("int64")
         if pad > 0:
             lens = numpy.where(lens > 0, lens + pad, 0)
+        if lens.size and max(abs(int(lens.max())), abs(int(lens.min()))) > 2**62 // lens.size:
+            # int64 running sums could wrap around (and then cut X at wrong places): summed exactly.
+            total = 0
+            for i, v in enumerate(lens.tolist()):
+                total += v
+                if not -(2**63) <= total < 2**63:
+                    raise ValueError(
+                        f"Ops.unflatten: lengths[:{i + 1}] sum to {total}, past what an int64 "
+                        f"holds; they must describe the {X.shape[0]} rows of 'X' (one length per "
+                        f"piece)."
+                    )
         ends = numpy.cumsum(lens).tolist()
         out: List[ArrayXd] = []
         start = 0
@@ -489,6 +503,23 @@ class Ops(ConvOps):
         """Unpack a Padded batch into its 2d sequences, in their original order."""
         indices = [int(i) for i in self.to_numpy(padded.indices)]
         lengths = [int(n) for n in self.to_numpy(padded.lengths)]
+        check_array("padded2list", "padded.data", padded.data, ndim=3)
+        nL, nB = int(padded.data.shape[0]), int(padded.data.shape[1])
+        # Thinc fills a list of None by index: a repeated or missing index would leave None
+        # entries, a negative one wrap around, a long length silently stop at the padding.
+        if len(indices) != nB or len(lengths) != nB or sorted(indices) != list(range(nB)):
+            raise ValueError(
+                f"Ops.padded2list: padded.indices must be a permutation of 0..{nB - 1} (one per "
+                f"column of padded.data, shape {tuple(padded.data.shape)}), with as many lengths; "
+                f"got indices {indices[:20]} and {len(lengths)} lengths. Build the Padded with "
+                f"ops.list2padded."
+            )
+        for i, length in enumerate(lengths):
+            if not 0 <= length <= nL:
+                raise ValueError(
+                    f"Ops.padded2list: padded.lengths[{i}] = {length} is outside 0..{nL} (the "
+                    f"padded length of padded.data, shape {tuple(padded.data.shape)})."
+                )
         data = padded.data.transpose((1, 0, 2))  # (nB, nL, nO)
         out: List[Any] = [None] * len(lengths)
         for row, (index, length) in enumerate(zip(indices, lengths)):
@@ -503,6 +534,90 @@ class Ops(ConvOps):
         for i, x in enumerate(Xs):
             out[i, : x.shape[0]] = x
         return out
+
+    # ------------------------------------------------------------------ convolution and pooling
+    # The arithmetic is _conv_ops.ConvOps's; these check the arguments first, so that every
+    # backend refuses non-arrays with a TypeError naming them (not an AttributeError from deep
+    # inside), a convolution's stride=None, and max pooling gradients routed outside the window.
+
+    def conv_nd(
+        self, X: Any, W: Any, b: Optional[Any] = None, stride: Any = 1, pad: Any = 0,
+        dilation: Any = 1, groups: int = 1, cover_all: bool = False,
+    ) -> Any:
+        check_conv_arrays("conv_nd", (("X", X), ("W", W), ("b", b)), optional=("b",))
+        check_conv_stride("conv_nd", stride)
+        return super().conv_nd(X, W, b, stride, pad, dilation, groups, cover_all)
+
+    def backprop_conv_nd(
+        self, dY: Any, X: Any, W: Any, stride: Any = 1, pad: Any = 0, dilation: Any = 1,
+        groups: int = 1, cover_all: bool = False, *, need_dX: bool = True,
+    ) -> Tuple[Any, Any, Any]:
+        check_conv_arrays("backprop_conv_nd", (("dY", dY), ("X", X), ("W", W)))
+        check_conv_stride("backprop_conv_nd", stride)
+        return super().backprop_conv_nd(dY, X, W, stride, pad, dilation, groups, cover_all, need_dX=need_dX)
+
+    def deconv_nd(
+        self, X: Any, W: Any, b: Optional[Any] = None, stride: Any = 1, pad: Any = 0,
+        dilation: Any = 1, groups: int = 1, outsize: Any = None,
+    ) -> Any:
+        check_conv_arrays("deconv_nd", (("X", X), ("W", W), ("b", b)), optional=("b",))
+        check_conv_stride("deconv_nd", stride)
+        return super().deconv_nd(X, W, b, stride, pad, dilation, groups, outsize)
+
+    def backprop_deconv_nd(
+        self, dY: Any, X: Any, W: Any, stride: Any = 1, pad: Any = 0, dilation: Any = 1, groups: int = 1,
+    ) -> Tuple[Any, Any, Any]:
+        check_conv_arrays("backprop_deconv_nd", (("dY", dY), ("X", X), ("W", W)))
+        check_conv_stride("backprop_deconv_nd", stride)
+        return super().backprop_deconv_nd(dY, X, W, stride, pad, dilation, groups)
+
+    def max_pool_nd(
+        self, X: Any, ksize: Any, stride: Any = None, pad: Any = 0, cover_all: bool = True
+    ) -> Tuple[Any, Any]:
+        check_conv_arrays("max_pool_nd", (("X", X),))
+        return super().max_pool_nd(X, ksize, stride, pad, cover_all)
+
+    def backprop_max_pool_nd(
+        self, dY: Any, which: Any, in_shape: Sequence[int], ksize: Any, stride: Any = None,
+        pad: Any = 0, cover_all: bool = True,
+    ) -> Any:
+        self._check_pool_which(dY, which, ksize, stride, pad)
+        return super().backprop_max_pool_nd(dY, which, in_shape, ksize, stride, pad, cover_all)
+
+    @staticmethod
+    def _check_pool_which(dY: Any, which: Any, ksize: Any, stride: Any, pad: Any) -> None:
+        """dY an array, `which` integers inside the window (NumpyOps checks before its kernel too)."""
+        check_conv_arrays("backprop_max_pool_nd", (("dY", dY),))
+        n = _n_spatial(dY, "dY", "Ops.backprop_max_pool_nd")
+        k, _, _, _ = _settings(n, "Ops.backprop_max_pool_nd", ksize, stride, pad)
+        check_pool_which("backprop_max_pool_nd", which, int(numpy.prod(k)))
+
+    def avg_pool_nd(
+        self, X: Any, ksize: Any, stride: Any = None, pad: Any = 0, cover_all: bool = False
+    ) -> Any:
+        check_conv_arrays("avg_pool_nd", (("X", X),))
+        return super().avg_pool_nd(X, ksize, stride, pad, cover_all)
+
+    def backprop_avg_pool_nd(
+        self, dY: Any, in_shape: Sequence[int], ksize: Any, stride: Any = None, pad: Any = 0,
+        cover_all: bool = False,
+    ) -> Any:
+        check_conv_arrays("backprop_avg_pool_nd", (("dY", dY),))
+        return super().backprop_avg_pool_nd(dY, in_shape, ksize, stride, pad, cover_all)
+
+    def unpool_nd(
+        self, X: Any, ksize: Any, stride: Any = None, pad: Any = 0, outsize: Any = None,
+        cover_all: bool = True,
+    ) -> Any:
+        check_conv_arrays("unpool_nd", (("X", X),))
+        return super().unpool_nd(X, ksize, stride, pad, outsize, cover_all)
+
+    def backprop_unpool_nd(
+        self, dY: Any, in_shape: Sequence[int], ksize: Any, stride: Any = None, pad: Any = 0,
+        cover_all: bool = True,
+    ) -> Any:
+        check_conv_arrays("backprop_unpool_nd", (("dY", dY),))
+        return super().backprop_unpool_nd(dY, in_shape, ksize, stride, pad, cover_all)
 
     # ------------------------------------------------------------------ allocation and conversion
 

@@ -147,12 +147,14 @@ def test_max_pool_backprop_of_tiling_windows_equals_reference(shape, kh):
         with n_threads(threads):
             dX = P.backprop_max_pool_nd(dY, which, X.shape, *args)
         assert dX.tobytes() == R.backprop_max_pool_nd(dY, wr, X.shape, *args).tobytes()
-    # A winner outside its window (first or last output): the reference's result.
+    # A winner outside its window (first or last output): both refuse it (issue 17: it used to
+    # drop that gradient silently).
     for flat, value in ((0, 2 * kh), (which.size - 1, -1)):
         bad = which.copy()
         bad.reshape(-1)[flat] = value
-        want = R.backprop_max_pool_nd(dY, bad, X.shape, *args)
-        assert P.backprop_max_pool_nd(dY, bad, X.shape, *args).tobytes() == want.tobytes()
+        for ops in (R, P):
+            with pytest.raises(ValueError, match="which"):
+                ops.backprop_max_pool_nd(dY, bad, X.shape, *args)
 
 
 def test_read_only_inputs_are_read_in_place():
