@@ -3,11 +3,141 @@ from __future__ import annotations
 
 import catalogue
 import confection
-from confection import VARIABLE_RE, Config, ConfigValidationError, Promise
+from confection import VARIABLE_RE, ConfigValidationError, Promise
 
 from typing import Any, Dict, List, Mapping, Union
 
 from .types import Decorator
+
+#: Largest value a `${...}` interpolation may expand to, and most references it may expand:
+#: a config whose variables refer to each other repeatedly (a = "${b}${b}", b = "${c}${c}", ...)
+#: would otherwise take exponential time and memory before any error.
+MAX_INTERPOLATED_CHARS = 1 << 20
+MAX_INTERPOLATION_STEPS = 100_000
+_MAX_DEPTH = 10  # confection's (configparser's) MAX_INTERPOLATION_DEPTH
+
+
+def check_interpolation(text: str) -> None:
+    """Refuse a config whose `${...}` variables would expand past the limits (or in a cycle).
+
+    Linear in the size of the config: each value's expanded length and number of references is
+    computed once (memoized over the reference graph), as confection's interpolation resolves
+    them, without expanding anything. Raises ConfigValidationError naming the value, its size
+    and what to do.
+    """
+    import configparser
+
+    if "${" not in text:
+        return
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment]
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return  # confection reports the syntax error itself
+    key_re = configparser.ExtendedInterpolation._KEYCRE  # type: ignore[attr-defined]
+    memo: Dict[Any, Any] = {}
+    active: List[Any] = []
+
+    def fail(section: str, option: str, problem: str) -> None:
+        raise ConfigValidationError(
+            desc=(
+                f"Config value [{section}] {option}: {problem}. Variables (${{...}}) may expand to at most "
+                f"{MAX_INTERPOLATED_CHARS} characters and {MAX_INTERPOLATION_STEPS} references, nested at most "
+                f"{_MAX_DEPTH} deep, without cycles. Write the value out, or refer to a section instead of "
+                "repeating a variable."
+            )
+        )
+
+    def raw(section: str, option: str) -> Any:
+        try:
+            return parser.get(section, option, raw=True)
+        except (configparser.Error, KeyError):
+            return None
+
+    def cost(section: str, option: str, value: str, depth: int) -> Any:
+        key = (section, option)
+        if key in memo:
+            return memo[key]
+        if depth > _MAX_DEPTH:
+            fail(section, option, f"its variables are nested more than {_MAX_DEPTH} deep")
+        if key in active:
+            cycle = " -> ".join(f"[{s}] {o}" for s, o in active[active.index(key):] + [key])
+            fail(section, option, f"its variables refer to themselves in a cycle ({cycle})")
+        active.append(key)
+        length, steps, rest = 0, 1, value
+        while rest:
+            p = rest.find("$")
+            if p < 0:
+                length += len(rest)
+                break
+            length += p
+            rest = rest[p:]
+            if rest[1:2] == "$":
+                length += 1
+                rest = rest[2:]
+                continue
+            m = key_re.match(rest)
+            if m is None:
+                break  # confection reports the syntax error
+            rest = rest[m.end():]
+            path = m.group(1).replace(":", ".").rsplit(".", 1)
+            target = None
+            if len(path) == 1:
+                v = raw(section, path[0])
+                if v is not None and v.strip() != value.strip():
+                    target = (section, path[0], v)
+            else:
+                v = raw(path[0], path[1])
+                if v is not None:
+                    target = (path[0], path[1], v)
+            if target is None or "$" not in target[2]:
+                length += len(target[2]) if target is not None else len(m.group(0))
+                continue
+            sub_length, sub_steps = cost(target[0], target[1], target[2], depth + 1)
+            length += sub_length
+            steps += sub_steps
+            if length > MAX_INTERPOLATED_CHARS or steps > MAX_INTERPOLATION_STEPS:
+                fail(section, option, f"it would expand to more than {MAX_INTERPOLATED_CHARS} characters or {MAX_INTERPOLATION_STEPS} references")
+        active.pop()
+        if length > MAX_INTERPOLATED_CHARS or steps > MAX_INTERPOLATION_STEPS:
+            fail(section, option, f"it would expand to {length} characters through {steps} references")
+        memo[key] = (length, steps)
+        return memo[key]
+
+    total = 0
+    for section in parser.sections():
+        for option in parser.options(section):
+            value = raw(section, option)
+            if value is not None and "$" in value:
+                total += cost(section, option, value, 1)[0]
+                if total > 16 * MAX_INTERPOLATED_CHARS:
+                    fail(section, option, f"with it the config's variables expand to more than {16 * MAX_INTERPOLATED_CHARS} characters")
+
+
+class Config(confection.Config):
+    """confection's Config, with `${...}` interpolation bounded (check_interpolation) before it runs."""
+
+    def from_str(self, text: str, *, interpolate: bool = True, overrides: Dict[str, Any] = {}, **kwargs: Any) -> "Config":
+        if interpolate:
+            check_interpolation(text)
+        return super().from_str(text, interpolate=interpolate, overrides=overrides, **kwargs)
+
+    def interpolate(self) -> "Config":
+        check_interpolation(self.to_str())
+        return super().interpolate()
+
+
+def _check_mapping(config: Any) -> None:
+    """check_interpolation for a config given as a Config or dict not yet interpolated."""
+    if getattr(config, "is_interpolated", False):
+        return
+    try:
+        text = Config(config).to_str()
+    except Exception:
+        return  # not serializable: confection reports what it cannot handle
+    check_interpolation(text)
+
 
 # Registered functions live in catalogue's "plait" namespace, so that plait and a real
 # thinc installed side by side never overwrite each other's entries.
@@ -118,6 +248,7 @@ class registry(confection.registry):
     ) -> Dict[str, Any]:
         """Build the objects a config describes; unknown function names fail first, by location."""
         cls._check_names(config, overrides)
+        _check_mapping(config)
         kwargs = {"overrides": overrides, "validate": validate}
         if schema is not None:
             kwargs["schema"] = schema
@@ -135,6 +266,7 @@ class registry(confection.registry):
     ) -> Config:
         """Fill in the defaults of a config; unknown function names fail first, by location."""
         cls._check_names(config, overrides)
+        _check_mapping(config)
         kwargs = {"overrides": overrides, "interpolate": interpolate, "validate": validate}
         if schema is not None:
             kwargs["schema"] = schema
