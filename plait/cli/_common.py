@@ -147,7 +147,7 @@ def write_output_file(path: Any, data: bytes, what: str) -> None:
     """
     from pathlib import Path
 
-    from ._modeldir import write_file_atomically
+    from .._safeio import write_file_atomically
 
     path = Path(path)
     if path.is_dir():

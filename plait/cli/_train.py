@@ -51,12 +51,41 @@ class TrainState:
         return data
 
     @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "TrainState":
+    def from_json(cls, data: Dict[str, Any], model_dir: Optional[Path] = None) -> "TrainState":
+        """The counters of training/state.json's "state", each checked (type, range) before use."""
         data = dict(data)
         if data.get("best_score") is None:
             data["best_score"] = -math.inf
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        for key, low, high in _STATE_BOUNDS:
+            if key not in known:
+                continue
+            value = known[key]
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise md.damaged(
+                    model_dir, md.STATE_FILE, f"'state'.{key!r}", f"it is {str(value)[:40]!r}, not a count from {low} to {high}",
+                    "The resume state is damaged or was edited: restore it, or start a new run instead of --resume",
+                )
+        for key in ("best_score", "seconds"):
+            value = known.get(key, 0.0)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+                raise md.damaged(model_dir, md.STATE_FILE, f"'state'.{key!r}", f"it is {str(value)[:40]!r}, not a number",
+                                 "Restore the run folder, or start a new run instead of --resume")
+        if known.get("epoch_rng") is not None:
+            try:  # tried on a generator of its own: set later, it must not fail half-way
+                numpy.random.default_rng().bit_generator.state = known["epoch_rng"]
+            except (TypeError, ValueError, KeyError) as err:
+                raise md.damaged(model_dir, md.STATE_FILE, "'state'.'epoch_rng'", f"it is not a PCG64 generator state ({err})",
+                                 "Restore the run folder, or start a new run instead of --resume") from None
         return cls(**known)
+
+
+# Bounds of the counters a resume state may hold: the loop runs (and schedules replay) up to them.
+_STATE_BOUNDS = [
+    ("step", 0, md.MAX_RESUME_STEP), ("epoch", 0, md.MAX_RESUME_STEP), ("epoch_offset", 0, 2**62),
+    ("best_step", -1, md.MAX_RESUME_STEP), ("evals_since_best", 0, md.MAX_RESUME_STEP),
+    ("last_eval_step", -1, md.MAX_RESUME_STEP), ("words_seen", 0, 2**62),
+]
 
 
 class _Stop:
@@ -135,7 +164,7 @@ def _prepare(
     progress: Optional[bool], lock: Optional["OutputLock"],
 ) -> "_Trainer":
     if resume_dir is not None and Path(config_path) == resume_dir / md.CONFIG_FILE:
-        _read_regular(Path(config_path))  # no link out of the run folder read as the config
+        md.read_file(Path(config_path))  # a regular file inside the run folder, within limits
     config = load_config(Path(config_path), parsed)
     use_device(gpu)
     # Seeded before anything is built (load_config checked that the seed is an int).
@@ -327,35 +356,6 @@ def _alive(pid: Any) -> bool:
 # Reading another run's folder: regular files only
 
 
-def _read_regular(path: Path) -> bytes:
-    """The bytes of `path` if it is a regular file, not a link (nor a FIFO or a device).
-
-    `plait train --resume THEIRS --output MINE` reads and copies files of a folder that someone
-    else may have made; a link in it (to a private key, /dev/zero, a FIFO) must neither be
-    followed nor end up in MINE as a copy.
-    """
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        info_ = os.lstat(path)
-    except OSError as err:
-        raise CLIError(f"Cannot read {str(path)!r}: {err.strerror} (errno {err.errno}).") from err
-    if stat.S_ISLNK(info_.st_mode):
-        raise CLIError(
-            f"Refusing to read {str(path)!r}: it is a symbolic link (to {os.readlink(path)!r}). plait reads and "
-            "copies only regular files from a run folder; replace the link with the file itself if it is meant."
-        )
-    if not stat.S_ISREG(info_.st_mode):
-        raise CLIError(f"Refusing to read {str(path)!r}: it is not a regular file (a FIFO, device or folder).")
-    try:
-        fd = os.open(path, flags)
-    except OSError as err:
-        raise CLIError(f"Cannot read {str(path)!r}: {err.strerror} (errno {err.errno}).") from err
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):  # replaced since the lstat
-            raise CLIError(f"Refusing to read {str(path)!r}: it is not a regular file.")
-        return file.read()
-
-
 def _read_model_files(folder: Path) -> Dict[str, bytes]:
     """The files of a model directory (model-best), read to be copied: the four a model needs.
 
@@ -369,7 +369,16 @@ def _read_model_files(folder: Path) -> Dict[str, bytes]:
             "folder of regular files; resume from a folder without links, or remove that model-best."
         )
     needed = (md.MODEL_FILE, md.CONFIG_FILE, md.META_FILE, md.SAMPLE_FILE)
-    files = {name: _read_regular(folder / name) for name in needed}
+    for name in needed:
+        # A copy is never made of a link, even one leading inside the folder (the reader below
+        # would follow that one): what lands in MINE is what THEIRS holds as a file.
+        if os.path.islink(folder / name):
+            raise CLIError(
+                f"Cannot copy {str(folder / name)!r} as part of the best model so far: it is a symbolic link "
+                f"(to {os.readlink(folder / name)!r}). plait copies only regular files; replace the link with "
+                "the file itself if it is meant, or remove that model-best."
+            )
+    files = {name: md.read_file(folder / name) for name in needed}
     extra = sorted(entry.name for entry in os.scandir(folder) if entry.name not in needed)
     for name in extra:
         warn(f"Not copied from {folder}: {name} (a model directory needs only {', '.join(needed)})")
@@ -396,7 +405,7 @@ def _resume_dir(resume: Path) -> Path:
 def _no_links(model_dir: Path) -> Path:
     """`model_dir`, after checking that its training/ (and it, if it is a model-last/model-best) is no link.
 
-    (The files in them are read by _read_regular, which refuses links.) The folder given to
+    (The files in them are read by md.read_file, which refuses links out of the directory.) The folder given to
     --resume may itself be a link: that is the user's own choice; what lies inside it may not be.
     """
     inside = [model_dir / md.STATE_DIR] + ([model_dir] if model_dir.name in (md.LAST, md.BEST) else [])
@@ -445,37 +454,37 @@ def _check_output_shape(model: Any, X: Any, dataset: Any, where: str) -> None:
 
 
 def _restore(resume_dir: Path, resolved: Resolved, data_rng: numpy.random.Generator) -> TrainState:
+    """Load the saved weights, optimizer state, counters and generator states of `resume_dir`.
+
+    Every file is read through the model directory reader (plait._safeio: regular files inside
+    the directory, size limits) and every counter is checked before it is used.
+    """
     model, optimizer = resolved.model, resolved.optimizer
-    meta = _read_json_regular(resume_dir / md.META_FILE)
-    if list(meta.get("labels", [])) != list(resolved.dataset.labels):
+    meta = md.read_meta(resume_dir)
+    if list(meta["labels"]) != list(resolved.dataset.labels):
         raise CLIError(
-            f"Cannot resume from {str(resume_dir)!r}: it was trained on labels {meta.get('labels')}, "
-            f"the data now has {list(resolved.dataset.labels)}."
+            f"Cannot resume from {str(resume_dir)!r}: it was trained on labels {meta['labels'][:12]}, "
+            f"the data now has {list(resolved.dataset.labels)[:12]}. Resume with the data the run was started with."
         )
-    weights = resume_dir / md.RAW_WEIGHTS_FILE
-    if not os.path.lexists(weights):
-        weights = resume_dir / md.MODEL_FILE
+    rel = md.RAW_WEIGHTS_FILE if os.path.lexists(resume_dir / md.RAW_WEIGHTS_FILE) else md.MODEL_FILE
+    data, _ = md.read_weights(resume_dir, rel)
+    saved = md.read_json(resume_dir / md.STATE_FILE)
+    for key in ("state", "optimizer", "rng"):
+        if not isinstance(saved.get(key), dict):
+            raise md.damaged(resume_dir, md.STATE_FILE, repr(key), "the object is missing",
+                             "Restore the run folder, or start a new run instead of --resume")
+    state = TrainState.from_json(saved["state"], resume_dir)
     try:
-        model.from_bytes(_read_regular(weights))
-    except (OSError, ValueError) as err:
+        model.from_bytes(data)
+    except ValueError as err:
         raise CLIError(
-            f"Cannot resume from {str(resume_dir)!r}: its weights do not fit the model of the config "
+            f"Cannot resume from {str(resume_dir)!r}: its weights ({rel}) do not fit the model of the config "
             f"({err}). Resume with the config the run was started with."
         ) from err
-    saved = _read_json_regular(resume_dir / md.STATE_FILE)
-    md.restore_optimizer_state(optimizer, model, _read_regular(resume_dir / md.OPTIMIZER_FILE), saved["optimizer"])
-    md.set_rng_states(saved["rng"], data_rng)
-    return TrainState.from_json(saved["state"])
-
-
-def _read_json_regular(path: Path) -> Dict[str, Any]:
-    try:
-        data = json.loads(_read_regular(path).decode("utf8"))
-    except (UnicodeDecodeError, ValueError) as err:
-        raise CLIError(f"Cannot read {str(path)!r} as JSON: {err}") from err
-    if not isinstance(data, dict):
-        raise CLIError(f"Cannot read {str(path)!r}: it holds a JSON {type(data).__name__}, not an object.")
-    return data
+    npz = md.read_file(resume_dir / md.OPTIMIZER_FILE)
+    md.restore_optimizer_state(optimizer, model, npz, saved["optimizer"], resume_dir)
+    md.set_rng_states(saved["rng"], data_rng, resume_dir)
+    return state
 
 
 class _Trainer:
