@@ -188,7 +188,7 @@ def open_model(model_dir: Any) -> Any:
         # find_model_dir passed over model-best: say why, or refuse when it is there but damaged.
         if os.path.lexists(best):
             raise CLIError(
-                f"{str(best)!r} is damaged: {_why_not_a_model_dir(best)}. X
+                f"{str(best)!r} is damaged: {_why_not_a_model_dir(best)}. plait does not silently use "
                 f"{md.LAST} instead. To use the last model, pass {str(path / md.LAST)!r} "
                 f"itself; to get a best model back, continue the run: plait train --resume {path}"
             )
