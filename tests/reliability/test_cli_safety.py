@@ -322,3 +322,52 @@ def test_a_resume_state_with_a_huge_step_is_refused_at_once(made, cli):
     status, out, err = cli("train", "--resume", run, "--set", "training.max_steps=20")
     assert status == 1
     assert "state.json" in err and "'step'" in err and time.monotonic() - t0 < 30
+
+
+# ------------------------------------------------------------------- a stranger's model directory
+
+
+def _predict_child(model_dir, digits):
+    """`plait predict` in a child process: a hang or a crash fails the test, not the run."""
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "plait", "predict", str(model_dir), str(digits)],
+                          capture_output=True, text=True, timeout=120)
+    return proc.returncode, proc.stdout, proc.stderr, time.monotonic() - t0
+
+
+@pytest.mark.parametrize("name", ["model.bin", "config.cfg", "meta.json", "sample.msgpack"])
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "link out"])
+def test_predict_refuses_a_file_that_is_not_a_regular_file_of_the_directory(made, name, kind):
+    model = made / f"stranger-{kind.strip('/').replace('/', '-').replace(' ', '-')}-{name}"
+    if model.exists():
+        shutil.rmtree(model)
+    shutil.copytree(made / "run" / BEST, model)
+    target = model / name
+    if kind == "fifo":
+        target.unlink()
+        os.mkfifo(target)
+    elif kind == "/dev/zero":
+        target.unlink()
+        target.symlink_to("/dev/zero")
+    else:  # a link to a good copy outside the directory: still refused
+        outside = made / f"outside-{model.name}"
+        shutil.copyfile(target, outside)
+        target.unlink()
+        target.symlink_to(outside)
+    status, out, err, seconds = _predict_child(model, made / "digits.npy")
+    assert status == 1, (out, err)
+    assert name in err and "Traceback" not in err, err
+    assert out == ""
+
+
+def test_predict_refuses_an_edited_config_that_would_allocate_gigabytes(made):
+    model = made / "stranger-big"
+    if model.exists():
+        shutil.rmtree(model)
+    shutil.copytree(made / "run" / BEST, model)
+    config = (model / "config.cfg").read_text()
+    assert "nO = 32" in config
+    (model / "config.cfg").write_text(config.replace("nO = 32", "nO = 200000"))
+    status, out, err, seconds = _predict_child(model, made / "digits.npy")
+    assert status == 1, (out, err)
+    assert "config.cfg" in err and "Traceback" not in err, err
