@@ -250,3 +250,27 @@ def test_a_full_disk_never_leaves_a_fragment_of_an_output_file(earlier_run, comm
         assert [json.loads(line)["index"] for line in text.splitlines()] == [0, 1, 2]
     else:
         assert json.loads(text)["split"] == "test"
+
+
+def test_the_plot_image_goes_through_the_same_atomic_writer(earlier_run, tmp_path):
+    """`plait plot` writes its PNG with write_output_file (matplotlib is optional, so the writer
+    is driven directly here, under the same file-size limit)."""
+    import inspect
+
+    from plait.cli import _plot
+
+    assert "write_output_file(out, image.getvalue()" in inspect.getsource(_plot.plot_command)
+    base = earlier_run[0]
+    target = tmp_path / "training.png"
+    target.write_bytes(b"the previous image")
+    code = ("import sys; from plait.cli import main; from plait.cli._common import CLIError, write_output_file\n"
+            "try:\n    write_output_file(sys.argv[1], b'x' * 5000, 'plot')\n"
+            "except CLIError as err:\n    print(err, file=sys.stderr); sys.exit(1)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(target)], cwd=str(base), env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100)))
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    assert "Cannot write the plot" in err and "errno 27" in err
+    assert target.read_bytes() == b"the previous image"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["training.png"]
