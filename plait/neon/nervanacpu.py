@@ -12,397 +12,36 @@ pooling are delegated to ``plait.neon._layers`` (functions of the same names, gi
 LRN and ROI pooling too when ``_layers`` has them, else ``plait.neon._norm_roi`` runs them.
 """
 import os
-import time
 
 import numpy as np
 
+from ._arrays import (SUPPORTED_DTYPES as _SUPPORTED_DTYPES, ArrayBackend, ArrayEvaluator, ArrayTensor,
+                      compute_dtype, data as _data, sign_pow2, store)
 from .backend import Backend, OpCollection, OpTreeNode, Tensor, describe_operand
 
-_ALL = slice(None)
-_SUPPORTED_DTYPES = tuple(
-    np.dtype(t) for t in (np.float16, np.float32, np.float64, np.uint8, np.int8, np.uint16,
-                          np.int16, np.uint32, np.int32, np.int64, np.uint64, np.bool_)
-)
 
+class CPUTensor(ArrayTensor):
+    """A tensor in host memory wrapping a numpy array (``_tensor``); views share memory.
 
-def _data(x):
-    """The ndarray behind a tensor (other values pass through)."""
-    return x._tensor if isinstance(x, CPUTensor) else x
-
-
-class CPUTensor(Tensor):
-    """A tensor in host memory wrapping a numpy array (``_tensor``); views share memory."""
-
-    _tensor = None
-
-    def __init__(self, backend, shape=None, dtype=np.float32, ary=None, name=None,
-                 persist_values=True, base=None):
-        super().__init__(backend, shape, dtype, name, persist_values)
-        dtype = np.dtype(dtype if dtype is not None else np.float32)
-        if dtype not in _SUPPORTED_DTYPES:
-            raise TypeError(f"CPUTensor: unsupported dtype {dtype}; use a float or integer dtype")
-        if ary is None:
-            if shape is None:
-                raise ValueError("CPUTensor needs a shape or an array")
-            ary = np.zeros(shape, dtype)
-        elif not isinstance(ary, np.ndarray):
-            ary = np.array(ary, dtype)
-        elif ary.dtype != dtype:
-            ary = ary.astype(dtype)
-        if ary.ndim < 2:
-            ary = ary.reshape(ary.shape + (1,) * (2 - ary.ndim))
-        self._tensor = ary
-        self.base = base
-
-    # -- properties ---------------------------------------------------------------------------
-    @property
-    def shape(self):
-        return self._tensor.shape
-
-    @property
-    def dtype(self):
-        return self._tensor.dtype
-
-    @property
-    def size(self):
-        return self._tensor.size
-
-    @property
-    def is_contiguous(self):
-        return self._tensor.flags.c_contiguous
-
-    def __len__(self):
-        return self._tensor.shape[0]
-
-    def __str__(self):
-        a = self._tensor
-        return (f"CPUTensor(name={self.name}, shape={a.shape}, dtype={a.dtype}, "
-                f"strides={a.strides}, contiguous={a.flags.c_contiguous})")
-
-    __repr__ = __str__
-
-    def __array__(self, dtype=None, copy=None):
-        if dtype is not None and np.dtype(dtype) != self._tensor.dtype:
-            return self._tensor.astype(dtype)
-        return self._tensor.copy() if copy else self._tensor
-
-    # -- views --------------------------------------------------------------------------------
-    def _view(self, ary):
-        return self.__class__(backend=self.backend, ary=ary, dtype=ary.dtype, base=self)
-
-    def __getitem__(self, key):
-        """A view of the indexed part. Integer indices keep their axis (neon tensors stay 2-D);
-        beyond two dimensions, size-1 axes are dropped (the leading ones first)."""
-        if not isinstance(key, tuple):
-            if isinstance(key, slice) and key == _ALL:
-                return self
-            key = (key,)
-        fixed = []
-        for axis, k in enumerate(key):
-            if isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)):
-                n = self._tensor.shape[axis]
-                k = int(k)
-                if not -n <= k < n:
-                    raise IndexError(
-                        f"index {k} is out of range for axis {axis} of size {n} of {describe_operand(self)}"
-                    )
-                k = k + n if k < 0 else k
-                fixed.append(slice(k, k + 1))
-            else:
-                fixed.append(k)
-        ary = self._tensor[tuple(fixed)]
-        if ary.ndim > 2:
-            shape = list(ary.shape)
-            while len(shape) > 2 and 1 in shape:
-                shape.remove(1)
-            if len(shape) != ary.ndim:
-                ary = ary.reshape(shape)
-        return self._view(ary)
-
-    def __setitem__(self, key, value):
-        if key.__class__ is slice and key == _ALL:
-            self._assign(value)
-            return
-        view = self[key]
-        if view is self:
-            self._assign(value)
-            return
-        if view._tensor.size and not np.may_share_memory(view._tensor, self._tensor):
-            # advanced (array) indexing gives a copy: evaluate, then scatter with numpy.
-            view._assign(value)
-            self._tensor[key] = view._tensor.reshape(self._tensor[key].shape)
-            return
-        view._assign(value)
-
-    def _assign(self, value):
-        """Write ``value`` (op-tree, tensor, scalar or host array) into this tensor."""
-        if isinstance(value, (CPUTensor, OpTreeNode)):
-            self.backend._execute_assign(self, value)
-        elif isinstance(value, (int, float, np.number, np.bool_, np.ndarray, list)):
-            self.set(value)
-        else:
-            raise TypeError(
-                f"cannot assign a {type(value).__name__} to {describe_operand(self)}; assign an "
-                f"op-tree, a tensor, a number or a numpy array"
-            )
-        return self
-
-    def set(self, value):
-        """Copy a host array (same size; reshaped if its shape differs) or a scalar in."""
-        if isinstance(value, list):
-            value = np.asarray(value)
-        if isinstance(value, np.ndarray):
-            if value.shape != self._tensor.shape:
-                if value.size == self._tensor.size:
-                    value = value.reshape(self._tensor.shape)
-                else:
-                    try:
-                        np.broadcast_shapes(value.shape, self._tensor.shape)
-                    except ValueError:
-                        raise ValueError(
-                            f"set: cannot write a host array of shape {value.shape} "
-                            f"({value.size} elements) into {describe_operand(self)}; give an array "
-                            f"of the same size or one that broadcasts to the tensor's shape"
-                        ) from None
-            _store(self._tensor, value)
-        else:
-            _store(self._tensor, value)
-        return self
-
-    def get(self):
-        """A host copy of the data."""
-        return self._tensor.copy()
-
-    def raw(self):
-        """The address of the data buffer."""
-        return self._tensor.ctypes.data
-
-    def asnumpyarray(self):
-        """The ndarray itself (no copy); prefer ``get()``."""
-        return self._tensor
-
-    def take(self, indices, axis=None):
-        """A new tensor of the entries at ``indices`` along ``axis`` (None: of the flattened data)."""
-        idx = _data(indices)
-        idx = np.asarray(idx).squeeze() if isinstance(idx, np.ndarray) else np.asarray(idx)
-        idx = idx.reshape(-1).astype(np.intp, copy=False)
-        if axis is None:
-            ary = self._tensor.reshape(-1).take(idx).reshape(-1, 1)
-        else:
-            ary = self._tensor.take(idx, axis)
-        return self.__class__(backend=self.backend, ary=ary, dtype=ary.dtype, base=self)
-
-    def fill(self, value):
-        self._tensor.fill(value)
-        return self
-
-    def copy(self, a=None):
-        """``copy(a)`` assigns ``a`` into this tensor (neon); ``copy()`` returns a new deep copy."""
-        if a is None:
-            return self.__class__(backend=self.backend, ary=self._tensor.copy(), dtype=self.dtype,
-                                  name=self.name)
-        return self._assign(a)
-
-    def copy_from(self, a):
-        """Assign ``a`` (a host array, tensor or op-tree) into this tensor."""
-        return self._assign(a)
-
-    def reshape(self, *shape):
-        """A reshaped view (the same number of elements)."""
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = tuple(shape[0])
-        shape = tuple(int(s) for s in shape)
-        if shape == self._tensor.shape:
-            return self
-        try:
-            ary = self._tensor.reshape(shape)
-        except ValueError:
-            raise ValueError(
-                f"cannot reshape {describe_operand(self)} ({self.size} elements) to {shape} "
-                f"({int(np.prod(shape))} elements): the sizes must match"
-            ) from None
-        return self._view(ary)
-
-    @property
-    def T(self):
-        """A transposed view: a 2-D transpose, or axes 1 and 2 swapped for 3-D (batched dot)."""
-        if self._tensor.ndim <= 2:
-            return self._view(self._tensor.T)
-        return self._view(self._tensor.swapaxes(1, 2))
-
-    def transpose(self, out=None):
-        if out is not None:
-            return OpTreeNode.build("assign", out, self.T)
-        return self.T
-
-    def share(self, shape, dtype=None, name=None):
-        """A view of the first ``prod(shape)`` elements reshaped to ``shape`` (shared scratch)."""
-        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-        size = int(np.prod(shape))
-        if size > self.size:
-            raise ValueError(
-                f"share: {shape} needs {size} elements but {describe_operand(self)} has only {self.size}"
-            )
-        return self._view(self._tensor.reshape(-1)[:size].reshape(shape))
-
-    def hist(self, tag):
-        """Histogram of rint(log2|x|) into the backend's histogram buffer under ``tag``."""
-        be = self.backend
-        bins = np.arange(be.hist_bins + 1, dtype=np.float64) + float(be.hist_offset)
-        bins[0] = -np.inf
-        with np.errstate(divide="ignore"):
-            vals = np.rint(np.log2(np.abs(self._tensor.astype(np.float32))))
-        counts, _ = np.histogram(vals, bins=bins)
-        return be._hist_tensor(tag)._assign(counts)
+    Everything but the array module lives in :class:`plait.neon._arrays.ArrayTensor`, shared
+    with the GPU tensor."""
 
 
 # ---------------------------------------------------------------------------------------------
-# The numpy evaluator (the reference for every op)
+# The numpy evaluator (the reference for every op): plait.neon._arrays.ArrayEvaluator on numpy
+
+_compute_dtype = compute_dtype
+_store = store
+_sign_pow2 = sign_pow2
 
 
-def _compute_dtype(dtype):
-    dtype = np.dtype(dtype)
-    return np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
+class _NumpyEvaluator(ArrayEvaluator):
+    """The reference evaluator on numpy."""
 
-
-def _store(dst, value):
-    """``dst[...] = value`` with neon's clipping of integer outputs."""
-    if dst.dtype.kind in "iu":
-        value = np.asarray(value)
-        if value.dtype.kind == "f":
-            info = np.iinfo(dst.dtype)
-            value = np.clip(np.rint(value), info.min, info.max)
-        elif value.dtype.kind in "iu" and value.dtype != dst.dtype:
-            info = np.iinfo(dst.dtype)
-            value = np.clip(value, info.min, info.max)
-    np.copyto(dst, value, casting="unsafe")
-
-
-def _sign_pow2(b):
-    """sgn(b) * 2**rint(log2 |b|) with neon's safelog floor."""
-    mag = np.log(np.maximum(np.abs(b), np.exp(-50.0))) / np.log(2.0)
-    return np.sign(b) * np.exp2(np.rint(mag))
-
-
-_UNARY = {
-    "neg": np.negative,
-    "abs": np.abs,
-    "sgn": np.sign,
-    "sqrt": np.sqrt,
-    "sqr": np.square,
-    "exp": np.exp,
-    "log": np.log,
-    "safelog": lambda x: np.log(np.maximum(x, np.exp(-50.0))),
-    "exp2": np.exp2,
-    "log2": np.log2,
-    "sig": lambda x: 1.0 / (1.0 + np.exp(-x)),
-    "sig2": lambda x: 1.0 / (1.0 + np.exp2(-x)),
-    "tanh": np.tanh,
-    "tanh2": lambda x: np.tanh(x * np.log(2.0)),
-    "transpose": np.transpose,
-    "rint": np.rint,
-    "finite": np.isfinite,
-}
-
-_BINARY = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": np.true_divide,
-    "eq": np.equal,
-    "ne": np.not_equal,
-    "lt": np.less,
-    "le": np.less_equal,
-    "gt": np.greater,
-    "ge": np.greater_equal,
-    "pow": np.power,
-    "minimum": np.minimum,
-    "maximum": np.maximum,
-}
-
-_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
-
-
-class _NumpyEvaluator:
-    """Evaluates an op-tree bottom-up with numpy; one instance per assignment."""
-
-    __slots__ = ("ctype", "out_shape", "rng")
+    __slots__ = ()
 
     def __init__(self, ctype, out_shape, rng):
-        self.ctype = ctype
-        self.out_shape = out_shape
-        self.rng = rng
-
-    def leaf(self, x):
-        if isinstance(x, (CPUTensor, np.ndarray)):
-            a = x._tensor if isinstance(x, CPUTensor) else x
-            if a.dtype != self.ctype and (a.dtype.kind != "f" or a.dtype.itemsize < self.ctype.itemsize):
-                a = a.astype(self.ctype)
-            return a
-        if isinstance(x, Tensor):
-            raise TypeError(f"the CPU backend cannot evaluate {describe_operand(x)}")
-        if isinstance(x, np.generic):
-            return x.item()
-        return x
-
-    def __call__(self, node):
-        if not isinstance(node, OpTreeNode):
-            return self.leaf(node)
-        d = node[0]
-        op = d["op"]
-        if op in _BINARY:
-            r = _BINARY[op](self(node[1]), self(node[2]))
-            if isinstance(r, np.ndarray) and r.dtype == np.bool_:
-                r = r.astype(self.ctype)
-            elif isinstance(r, (bool, np.bool_)):
-                r = float(r)
-            return r
-        if op in _UNARY:
-            x = self(node[1])
-            r = _UNARY[op](x)
-            if op == "finite":
-                r = np.asarray(r).astype(self.ctype)
-            return r
-        if op in _REDUCE:
-            x = np.asarray(self(node[1]))
-            axis = d.get("axis")
-            if axis is None:
-                return _REDUCE[op](x).reshape(1, 1)
-            return _REDUCE[op](x, axis=axis, keepdims=True)
-        if op in ("argmax", "argmin"):
-            x = np.asarray(self(node[1]))
-            fn = np.argmax if op == "argmax" else np.argmin
-            axis = d.get("axis")
-            if axis is None:
-                return np.asarray(fn(x), dtype=self.ctype).reshape(1, 1)
-            return fn(x, axis=axis, keepdims=True).astype(self.ctype)
-        if op == "dot":
-            a, b = np.asarray(self(node[1])), np.asarray(self(node[2]))
-            return np.dot(a, b)
-        if op == "shift":
-            a, b = self(node[1]), self(node[2])
-            ap2 = _sign_pow2(b) if d.get("value", True) else np.exp2(b)
-            return np.multiply(a, ap2)
-        if op == "binarize":
-            x = np.asarray(self(node[1]), dtype=self.ctype)
-            if d.get("stochastic", True):
-                p = np.clip((x + 1.0) * 0.5, 0.0, 1.0)
-                u = self.rng.uniform(size=x.shape)
-                return np.where(u <= p, 1.0, -1.0).astype(self.ctype)
-            return np.where(x >= 0, 1.0, -1.0).astype(self.ctype)
-        if op == "rand":
-            return self.rng.uniform(size=self.out_shape).astype(self.ctype)
-        if op == "onehot":
-            idx = np.asarray(_data(d["idx"])).reshape(-1)
-            axis = d["axis"]
-            if axis == 0:
-                classes = np.arange(self.out_shape[0]).reshape(-1, 1)
-                return (classes == idx.reshape(1, -1)).astype(self.ctype)
-            classes = np.arange(self.out_shape[1]).reshape(1, -1)
-            return (idx.reshape(-1, 1) == classes).astype(self.ctype)
-        if op == "assign":
-            raise ValueError("an 'assign' node can only be the root of an op-tree")
-        raise NotImplementedError(f"the numpy evaluator has no rule for op '{op}'")
+        super().__init__(ctype, out_shape, rng, np, "CPU")
 
 
 def evaluate(tree, out_shape, dtype, rng):
@@ -516,10 +155,14 @@ def _layers_call(name, *args, **kwargs):
     return fn(*args, **kwargs)
 
 
-class NervanaCPU(Backend):
-    """neon's CPU backend on numpy (BLAS for matrix products), with fused op-tree execution."""
+class NervanaCPU(ArrayBackend):
+    """neon's CPU backend on numpy (BLAS for matrix products), with fused op-tree execution.
+
+    Allocation, the RNG, ``execute``, batch norm, the layer-level helpers, histograms and marks
+    are :class:`plait.neon._arrays.ArrayBackend`'s (shared with the GPU backend)."""
 
     backend_name = "cpu"
+    xp = np
 
     def __init__(self, rng_seed=None, default_dtype=np.float32, hist_bins=64, hist_offset=-48,
                  compat_mode=None, num_devices=None, stochastic_round=None, device_id=None,
@@ -540,108 +183,7 @@ class NervanaCPU(Backend):
         self.set_hist_buffers(hist_bins, hist_offset)
         self.use_pinned_mem = False
 
-    # -- RNG ----------------------------------------------------------------------------------
-    def gen_rng(self, seed=None):
-        """Make a new host RNG from ``seed`` (None: unseeded) and remember its state for reset."""
-        self.rng = np.random.RandomState(seed)
-        self.init_rng_state = self.rng_get_state()
-        return self.rng
-
-    def rng_get_state(self, state=None):
-        """The host RNG state (the ``state`` argument the page lists is accepted and ignored)."""
-        return self.rng.get_state()
-
-    def rng_set_state(self, state):
-        self.rng.set_state(state)
-
-    def rng_reset(self):
-        self.rng_set_state(self.init_rng_state)
-
-    def fill_normal(self, ary, mean=0, stdv=1):
-        """Fill ``ary`` with normal draws from ``be.rng`` (neon drew from numpy's global RNG)."""
-        ary[:] = self.rng.standard_normal(tuple(ary.shape)) * stdv + mean
-
-    def make_binary_mask(self, out, keepthresh=0.5):
-        """``out`` = 1 where a uniform draw from ``be.rng`` is below ``keepthresh``, else 0."""
-        mask = self.rng.uniform(size=out._tensor.shape) < keepthresh
-        np.copyto(out._tensor, mask, casting="unsafe")
-
-    # -- allocation ---------------------------------------------------------------------------
-    def _dtype(self, dtype):
-        return np.dtype(self.default_dtype if dtype is None else dtype)
-
-    @staticmethod
-    def _shape(shape):
-        if isinstance(shape, (int, np.integer)):
-            return (int(shape),)
-        try:
-            return tuple(int(s) for s in shape)
-        except (TypeError, ValueError):
-            raise ValueError(f"invalid tensor shape {shape!r}: give an int or a tuple of ints") from None
-
-    def empty(self, shape, dtype=None, name=None, persist_values=True, parallel=False,
-              distributed=False):
-        """A new tensor; zero-filled like neon's CPU backend's (calloc'd pages, so still cheap),
-        since code written against it may have relied on that."""
-        dtype = self._dtype(dtype)
-        return self.tensor_cls(self, ary=np.zeros(self._shape(shape), dtype), dtype=dtype, name=name,
-                               persist_values=persist_values)
-
-    def array(self, ary, dtype=None, name=None, persist_values=True, parallel=False,
-              distributed=False):
-        dtype = self._dtype(dtype)
-        return self.tensor_cls(self, ary=np.array(_data(ary), dtype), dtype=dtype, name=name,
-                               persist_values=persist_values)
-
-    def zeros(self, shape, dtype=None, name=None, persist_values=True, parallel=False,
-              distributed=False):
-        dtype = self._dtype(dtype)
-        return self.tensor_cls(self, ary=np.zeros(self._shape(shape), dtype), dtype=dtype, name=name,
-                               persist_values=persist_values)
-
-    def ones(self, shape, dtype=None, name=None, persist_values=True, parallel=False,
-             distributed=False):
-        dtype = self._dtype(dtype)
-        return self.tensor_cls(self, ary=np.ones(self._shape(shape), dtype), dtype=dtype, name=name,
-                               persist_values=persist_values)
-
-    @staticmethod
-    def _like_args(dtype, name):
-        """``*_like(other, dtype, name)`` is neon 2.6's CPU order, ``*_like(other, name)`` the
-        page's: a second positional string that is no dtype name is taken as the name."""
-        if isinstance(dtype, str):
-            try:
-                np.dtype(dtype)
-            except TypeError:
-                return None, dtype if name is None else name
-        return dtype, name
-
-    def empty_like(self, other_ary, dtype=None, name=None, persist_values=True):
-        dtype, name = self._like_args(dtype, name)
-        return self.empty(other_ary.shape, dtype=dtype, name=name, persist_values=persist_values)
-
-    def zeros_like(self, other_ary, dtype=None, name=None, persist_values=True):
-        dtype, name = self._like_args(dtype, name)
-        return self.zeros(other_ary.shape, dtype=dtype, name=name, persist_values=persist_values)
-
-    def ones_like(self, other_ary, dtype=None, name=None, persist_values=True):
-        dtype, name = self._like_args(dtype, name)
-        return self.ones(other_ary.shape, dtype=dtype, name=name, persist_values=persist_values)
-
     # -- execution ----------------------------------------------------------------------------
-    def execute(self, optree, numpy_call_dict=None):
-        """Run an ``assign`` node: offer it to the fused executor, else evaluate with numpy."""
-        if not isinstance(optree, OpTreeNode) or optree[0]["op"] != "assign":
-            what = optree[0]["op"] if isinstance(optree, OpTreeNode) else type(optree).__name__
-            raise ValueError(
-                f"execute() takes an 'assign' op-tree, got '{what}'; assign the tree to a tensor "
-                f"(out[:] = tree) or pass out="
-            )
-        out, value = optree[1], optree[2]
-        if not isinstance(out, CPUTensor):
-            raise TypeError(f"the CPU backend cannot assign into {describe_operand(out)}")
-        return self._execute_assign(out, value)
-
     def _execute_assign(self, out, value):
         """``out[...] = value`` for an op-tree, a tensor or a scalar; returns ``out``."""
         dst = out._tensor
@@ -665,23 +207,6 @@ class NervanaCPU(Backend):
             result = value
         _store(dst, result)
         return out
-
-    @staticmethod
-    def _check_assign_shape(out, value):
-        vshape = tuple(value.shape)
-        oshape = tuple(out.shape)
-        if vshape == oshape:
-            return
-        try:
-            if np.broadcast_shapes(vshape, oshape) == oshape:
-                return
-        except ValueError:
-            pass
-        raise ValueError(
-            f"cannot assign {describe_operand(value)} to {describe_operand(out)}: the value's shape "
-            f"must equal the output's or broadcast to it (size 1 along the other axes); slice or "
-            f"reshape the output, or fix the expression"
-        )
 
     # -- matrix products ----------------------------------------------------------------------
     @staticmethod
@@ -779,63 +304,7 @@ class NervanaCPU(Backend):
             self.sum(C, axis=1, out=bsum)
         return C
 
-    def copy_transpose(self, a, out, axes=None, repeat=1):
-        """``out = numpy.transpose(a, axes)`` (a dimshuffle into ``out``'s memory)."""
-        src = np.transpose(a._tensor, axes)
-        if src.size != out.size:
-            raise ValueError(
-                f"copy_transpose: {describe_operand(a)} transposed by {axes} has {src.size} elements, "
-                f"but out is {describe_operand(out)}"
-            )
-        _store(out._tensor, src.reshape(out._tensor.shape) if src.shape != out._tensor.shape else src)
-        return out
-
     # -- compound layer helpers ---------------------------------------------------------------
-    def compound_fprop_bn(self, x, xsum, xvar, gmean, gvar, gamma, beta, y, eps, rho,
-                          compute_batch_sum, accumbeta=0.0, relu=False, binary=False,
-                          inference=False, outputs=None, layer=None):
-        """Batch norm forward over axis 1 of ``x`` (features, batch).
-
-        Training: ``xsum`` ends as the batch mean, ``xvar`` the batch variance, the running
-        ``gmean``/``gvar`` are moved by ``rho``, and ``y = xhat * gamma + beta + accumbeta * y``.
-        Inference normalizes with ``gmean``/``gvar``. ``relu`` applies max(., 0) to the output.
-        """
-        if inference:
-            xhat = (x - gmean) / self.sqrt(gvar + eps)
-            val = y * accumbeta + xhat * gamma + beta
-            y[:] = self.maximum(val, 0) if relu else val
-            return
-        if compute_batch_sum:
-            xsum[:] = self.sum(x, axis=1)
-        xvar[:] = self.var(x, axis=1, binary=binary)
-        xsum[:] = xsum / x.shape[1]
-        gmean[:] = gmean * rho + (1.0 - rho) * xsum
-        gvar[:] = gvar * rho + (1.0 - rho) * xvar
-        if binary:
-            xhat = self.shift(x - xsum, 1.0 / self.sqrt(xvar + eps))
-            val = self.shift(xhat, gamma)
-        else:
-            xhat = (x - xsum) / self.sqrt(xvar + eps)
-            val = xhat * gamma
-        outputs = y.reshape(xhat.shape)
-        val = val + beta + accumbeta * outputs
-        outputs[:] = self.maximum(val, 0) if relu else val
-
-    def compound_bprop_bn(self, delta_out, grad_gamma, grad_beta, delta_in, x, xsum, xvar, gamma,
-                          eps, binary=False, layer=None):
-        """Batch norm backward (``xsum`` holds the batch mean from the forward pass)."""
-        if binary:
-            op = self.shift
-        else:
-            def op(left, right):
-                return left * right
-        inv_v = 1.0 / self.sqrt(xvar + eps)
-        xhat = op(x - xsum, inv_v)
-        grad_gamma[:] = self.sum(xhat * delta_in, axis=1)
-        grad_beta[:] = self.sum(delta_in, axis=1)
-        xtmp = (op(xhat, grad_gamma) + grad_beta) / float(x.shape[1])
-        delta_out.reshape(delta_in.shape)[:] = op(op(delta_in - xtmp, gamma), inv_v)
-
     def compound_bprop_lut(self, nin, inputs, error, error_t, dW, pad_idx, alpha=1.0, beta=0):
         """Lookup-table backward: row ``w`` of ``dW`` = ``alpha`` * the sum of the columns of
         ``error`` whose word id (row 0 of ``inputs``) is ``w``, plus ``beta`` * the old row.
@@ -882,107 +351,6 @@ class NervanaCPU(Backend):
             ovr = inter / (areas[i] + areas[rest] - inter)
             order = rest[ovr <= threshold]
         return keep
-
-    # -- neon layer-level helpers (what neon 2.x layers call on the CPU backend) --------------
-    def consume(self, buf_index, hostlist, devlist):
-        if not 0 <= buf_index < 2:
-            raise ValueError("consume: only double buffering (buf_index 0 or 1) is supported")
-        if devlist[buf_index] is None:
-            devlist[buf_index] = self.empty_like(hostlist[buf_index].T, dtype=hostlist[buf_index].dtype)
-        devlist[buf_index][:] = hostlist[buf_index].T
-
-    def relu_layer(self):
-        return None
-
-    def fprop_relu(self, layer, x, slope):
-        return self.maximum(x, 0) + slope * self.minimum(0, x)
-
-    def bprop_relu(self, layer, x, error, deltas, slope):
-        return self.greater(x, 0) + slope * self.less(x, 0)
-
-    def fprop_softmax(self, x, axis):
-        e = self.exp(x - self.max(x, axis=axis))
-        return self.reciprocal(self.sum(e, axis=axis)) * e
-
-    def batchnorm_layer(self, in_shape):
-        return None
-
-    def fprop_transform(self, ngLayer, transform, inputs, outputs, relu=False):
-        outputs[:] = transform(inputs)
-
-    def bprop_transform(self, ngLayer, transform, outputs, error, deltas, relu):
-        deltas[:] = transform.bprop(outputs) * error
-
-    def fprop_skipnode(self, x, y, beta):
-        y[:] = y * beta + x
-
-    def bprop_skipnode(self, error, deltas, alpha, beta):
-        deltas[:] = deltas * beta + alpha * error
-
-    def mergesum_layer(self, layer_num):
-        return None
-
-    def fprop_mergesum(self, ngLayer, inputs, inference, layers, outputs, out_shape):
-        for layer in layers:
-            layer.fprop(inputs, inference, beta=0 if layer is layers[0] else 1)
-
-    def bprop_mergesum(self, ngLayer, alpha, beta, layers, error, deltas):
-        for layer in reversed(layers):
-            layer.bprop(error, alpha=alpha, beta=beta if layer is layers[-1] else 1)
-
-    def mergebroadcast_layer(self, layer_num):
-        return None
-
-    def fprop_mergebroadcast(self, ngLayer, inputs, inference, outputs, layers, out_shape):
-        for layer in layers:
-            layer.fprop(inputs, inference)
-
-    def bprop_mergebroadcast(self, ngLayer, layers, error_views, error, delta, out_shape, alpha,
-                             beta, alphas, betas):
-        betas[-1] = beta
-        for layer, e, a, b in reversed(list(zip(layers, error_views, alphas, betas))):
-            layer.bprop(e, alpha=a * alpha, beta=b)
-
-    # -- histograms ---------------------------------------------------------------------------
-    def set_hist_buffers(self, hist_bins, hist_offset):
-        """(Re)allocate the histogram buffer: up to 4096 tagged histograms of ``hist_bins`` bins."""
-        if hist_bins != self.hist_bins or hist_offset != self.hist_offset:
-            self.hist_bins, self.hist_offset = hist_bins, hist_offset
-            self.hist_max = 4096
-            self.hist_buf = self.zeros((self.hist_max, hist_bins), dtype=np.int32)
-            self.hist_idx = 0
-            self.hist_map = {}
-
-    def _hist_tensor(self, tag):
-        if self.hist_idx >= self.hist_max:
-            raise RuntimeError(
-                f"the histogram buffer is full ({self.hist_max} histograms); call dump_hist_data()"
-            )
-        self.hist_map[tag] = self.hist_idx
-        buf = self.hist_buf[self.hist_idx]
-        self.hist_idx += 1
-        return buf
-
-    def dump_hist_data(self):
-        """Return ``(buffer, {tag: row})`` of the histograms so far and start a fresh buffer."""
-        data, tags = self.hist_buf, self.hist_map
-        self.hist_map, self.hist_idx = {}, 0
-        self.hist_buf = self.zeros((self.hist_max, self.hist_bins), dtype=np.int32)
-        return data, tags
-
-    # -- timing marks -------------------------------------------------------------------------
-    def init_mark(self):
-        return {"time": 0}
-
-    def record_mark(self, marker):
-        marker["time"] = time.time()
-
-    def synchronize_mark(self, marker):
-        """Nothing to wait for on the CPU."""
-
-    def get_time(self, start, end):
-        """Milliseconds between two recorded marks."""
-        return (end["time"] - start["time"]) * 1000.0
 
     # -- convolution, deconvolution, pooling: plait.neon._layers --------------------------------
     def conv_layer(self, dtype, N, C, K, *args, **kwargs):
