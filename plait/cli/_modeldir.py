@@ -93,7 +93,8 @@ def clean_stale(output: Path) -> None:
 def find_model_dir(path: Path, *, prefer: str = BEST) -> Path:
     """The model directory that `path` names: itself, or its model-best/model-last (a training output)."""
     path = Path(path)
-    if (path / META_FILE).is_file():
+    if os.path.lexists(path / META_FILE):
+        # Even when it is not a regular file: load_model_dir then says what is wrong with it.
         return path
     old = path.parent / f".{path.name}{_OLD_SUFFIX}"
     if not path.exists() and (old / META_FILE).is_file():
@@ -132,6 +133,7 @@ def damaged(model_dir: Optional[Path], rel: str, field: str, problem: str, fix: 
         "(plait train CONFIG --output DIR)"
     )
     where = f"{rel}" + (f", {field}" if field else "")
+    fix = fix[:1].upper() + fix[1:]
     head = f"Damaged model directory {str(model_dir)!r}" if model_dir is not None else "Damaged resume state"
     return CLIError(f"{head}: {where}: {problem.rstrip('.')}. {fix.rstrip('.')}.")
 

@@ -1,9 +1,10 @@
 """HDF5 serialization (needs the optional h5py package): the hierarchy maps onto HDF5 groups."""
-from typing import Any
+import contextlib
+from typing import Any, Iterator
 
 import numpy
 
-from ..._safeio import atomic_path, open_hdf5, read_hdf5_dataset
+from ..._safeio import DamagedFileError, atomic_path, open_hdf5, read_hdf5_dataset
 from ...util import is_cupy_array
 from ..serializer import Serializer
 from .npz import _check_declared, _naming_file, _TwoPhaseDeserializer
@@ -76,27 +77,45 @@ class HDF5Deserializer(_TwoPhaseDeserializer):
 
     def __getitem__(self, key: str) -> "HDF5Deserializer":
         name = key.strip("/")
-        if name not in self.group:
+        with _damaged_h5(f"{self.group.name.rstrip('/')}/{name}"):
+            present = name in self.group
+            group = self.group[name] if present else None
+        if not present:
             raise KeyError(f"HDF5Deserializer: group {name!r} is not in {self.group.name!r}.")
-        return self._adopt(HDF5Deserializer(self.group[name]))
+        return self._adopt(HDF5Deserializer(group))
 
     def _where(self, key: str) -> str:
         return f"{self.group.name.rstrip('/')}/{key}"
 
     def _lookup(self, key: str, value: Any) -> Any:
-        if key not in self.group:
-            raise KeyError(
-                f"HDF5Deserializer: dataset {key!r} is not in group {self.group.name!r} (it holds "
-                f"{sorted(self.group.keys())})."
-            )
         where = self._where(key)
-        dataset = self.group[key]
+        with _damaged_h5(where):
+            present = key in self.group
+            dataset = self.group[key] if present else None
+            if not present:
+                held = sorted(self.group.keys())
+        if not present:
+            raise KeyError(
+                f"HDF5Deserializer: dataset {key!r} is not in group {self.group.name!r} (it holds {held})."
+            )
         if not isinstance(dataset, _h5py().Dataset):
             raise ValueError(f"HDF5Deserializer: {where!r} is a group in the file, not a dataset.")
         return read_hdf5_dataset(
             dataset, "the HDF5 file",
             expect=lambda name, shape, dtype: _check_declared(where, shape, dtype, value),
         )
+
+
+@contextlib.contextmanager
+def _damaged_h5(where: str) -> Iterator[None]:
+    """h5py's errors on a damaged file (KeyError, OSError, RuntimeError ...) as DamagedFileError."""
+    try:
+        yield
+    except Exception as err:
+        raise DamagedFileError(
+            "the HDF5 file", where, f"it cannot be read ({' '.join(str(err).split())})",
+            "the file is damaged; restore it from a good copy",
+        ) from None
 
 
 def save_hdf5(filename: Any, obj: Any, compression: int = 4) -> None:
