@@ -21,7 +21,7 @@ import numpy as np
 from .backend import Backend, OpCollection, OpTreeNode, Tensor, describe_operand
 
 __all__ = ["ArrayTensor", "ArrayEvaluator", "ArrayBackend", "store", "compute_dtype", "sign_pow2",
-           "evaluate", "data", "host", "array_module", "SUPPORTED_DTYPES"]
+           "evaluate", "data", "host", "array_module", "to_arrays", "SUPPORTED_DTYPES"]
 
 _ALL = slice(None)
 SUPPORTED_DTYPES = tuple(
@@ -374,7 +374,7 @@ class ArrayEvaluator:
         xp = self.xp
         if isinstance(x, ArrayTensor) and isinstance(x._tensor, xp.ndarray):
             x = x._tensor
-        elif isinstance(x, self.xp.ndarray) and xp is not np:
+        elif isinstance(x, np.ndarray) and xp is not np:
             x = xp.asarray(x)
         if isinstance(x, xp.ndarray):
             a = x
@@ -454,6 +454,36 @@ class ArrayEvaluator:
 def evaluate(tree, out_shape, dtype, rng, xp=np, backend_name="CPU"):
     """Evaluate ``tree`` with ``xp`` for an output of ``out_shape``/``dtype``; returns an array."""
     return ArrayEvaluator(compute_dtype(dtype), tuple(out_shape), rng, xp, backend_name)(tree)
+
+
+_SPLIT_OPS = frozenset({"dot", "onehot"})
+
+
+def to_arrays(node, ev=None, tensor_cls=None):
+    """The op-tree with every ``tensor_cls`` leaf (and onehot's index tensor) replaced by its array.
+
+    With an evaluator ``ev``, ``dot`` and ``onehot`` subtrees (which the fused executors do not
+    take) are computed first (dot by BLAS or cuBLAS) and enter the tree as array leaves, as neon
+    split its trees at ``dot``.
+    """
+    if tensor_cls is None:
+        tensor_cls = ArrayTensor
+    d, left, right = node
+    if ev is not None and d["op"] in _SPLIT_OPS:
+        return ev.xp.asarray(ev(node))
+    if "idx" in d and isinstance(d["idx"], tensor_cls):
+        d = dict(d)
+        d["idx"] = d["idx"]._tensor
+    tl, tr = type(left), type(right)
+    if tl is OpTreeNode:
+        left = to_arrays(left, ev, tensor_cls)
+    elif tl is tensor_cls or isinstance(left, tensor_cls):
+        left = left._tensor
+    if tr is OpTreeNode:
+        right = to_arrays(right, ev, tensor_cls)
+    elif tr is tensor_cls or isinstance(right, tensor_cls):
+        right = right._tensor
+    return tuple.__new__(OpTreeNode, (d, left, right))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -603,6 +633,106 @@ class ArrayBackend(Backend):
             )
         store(out._tensor, src.reshape(out._tensor.shape) if src.shape != out._tensor.shape else src)
         return out
+
+    # -- matrix products ----------------------------------------------------------------------
+    @staticmethod
+    def _matmul_operand(x):
+        a = x._tensor
+        return a.astype(np.float32) if a.dtype == np.float16 or a.dtype.kind in "iu" else a
+
+    def compound_dot(self, A, B, C, alpha=1.0, beta=0.0, relu=False, bsum=None):
+        """``C = relu?(alpha * A . B) + beta * C`` with BLAS (cuBLAS on the GPU); pass ``A.T``/``B.T`` views to transpose.
+
+        relu (max(x, 0)) is applied before the beta term, as in neon. ``bsum`` (optional) receives
+        the row sums of C.
+        """
+        a_s, b_s, c_s = tuple(A.shape), tuple(B.shape), tuple(C.shape)
+        if len(a_s) != 2 or len(b_s) != 2 or len(c_s) != 2 or a_s[1] != b_s[0] or \
+                a_s[0] != c_s[0] or b_s[1] != c_s[1]:
+            raise ValueError(
+                f"compound_dot: shapes do not fit C = A . B: A is {describe_operand(A)}, B is "
+                f"{describe_operand(B)}, C is {describe_operand(C)}; need A (m, k), B (k, n) and "
+                f"C (m, n) (pass A.T or B.T views for transposed operands)"
+            )
+        xp = self.xp
+        a, b, c = self._matmul_operand(A), self._matmul_operand(B), C._tensor
+        direct = (beta == 0 and alpha == 1.0 and c.flags.c_contiguous and c.dtype == np.result_type(a.dtype, b.dtype)
+                  and not xp.may_share_memory(c, a) and not xp.may_share_memory(c, b))
+        if direct:
+            xp.dot(a, b, out=c)
+            if relu:
+                xp.maximum(c, 0, out=c)
+        else:
+            prod = xp.dot(a, b)
+            if alpha != 1.0:
+                prod *= alpha
+            if relu:
+                xp.maximum(prod, 0, out=prod)
+            if beta != 0:
+                prod += beta * c.astype(prod.dtype, copy=False)
+            store(c, prod)
+        if bsum is not None:
+            self.sum(C, axis=1, out=bsum)
+        return C
+
+    def batched_dot(self, A, B, C, alpha=1.0, beta=0.0, relu=False):
+        """Three batched products (X batches on axis 0):
+
+        fprop ``A (K, C), B (X, C, N) -> C (X, K, N)``; bprop ``batched_dot(A.T, B, C)``;
+        update ``A (X, K, N), B.T (X, N, C) -> C (K, C)`` summed over the batches.
+        """
+        xp = self.xp
+        a, b, c = self._matmul_operand(A), self._matmul_operand(B), C._tensor
+        if a.ndim == 2 and b.ndim == 3 and c.ndim == 3:
+            ok = a.shape[1] == b.shape[1] and c.shape == (b.shape[0], a.shape[0], b.shape[2])
+            prod = xp.matmul(a, b) if ok else None
+        elif a.ndim == 3 and b.ndim == 3 and c.ndim == 2:
+            ok = a.shape[0] == b.shape[0] and a.shape[2] == b.shape[1] and c.shape == (a.shape[1], b.shape[2])
+            prod = xp.matmul(a, b).sum(axis=0) if ok else None
+        elif a.ndim == 3 and b.ndim == 3 and c.ndim == 3:
+            ok = a.shape[0] == b.shape[0] == c.shape[0] and a.shape[2] == b.shape[1] and \
+                c.shape[1:] == (a.shape[1], b.shape[2])
+            prod = xp.matmul(a, b) if ok else None
+        else:
+            ok, prod = False, None
+        if not ok:
+            raise ValueError(
+                f"batched_dot: shapes do not fit one of the three modes: A is {describe_operand(A)}, "
+                f"B is {describe_operand(B)}, C is {describe_operand(C)}; use A (K, C), B (X, C, N), "
+                f"C (X, K, N) (fprop; A.T for bprop) or A (X, K, N), B.T (X, N, C), C (K, C) (update)"
+            )
+        if alpha != 1.0:
+            prod = prod * alpha
+        if relu:
+            prod = xp.maximum(prod, 0)
+        if beta != 0:
+            prod = prod + beta * c
+        store(c, prod)
+        return C
+
+    def xnor_compound_dot(self, A, B, C, beta=0.0, bsum=None):
+        """XNOR GEMM: ``C = sign(A) . sign(B) + beta * C`` with sign(x) = +1 for x >= 0 else -1.
+
+        On +1/-1 operands (what ``binarize`` makes) this equals ``A . B``, which is what an
+        XNOR-and-popcount kernel computes.
+        """
+        a_s, b_s, c_s = tuple(A.shape), tuple(B.shape), tuple(C.shape)
+        if a_s[1] != b_s[0] or a_s[0] != c_s[0] or b_s[1] != c_s[1]:
+            raise ValueError(
+                f"xnor_compound_dot: shapes do not fit C = A . B: A is {describe_operand(A)}, B is "
+                f"{describe_operand(B)}, C is {describe_operand(C)}; need A (m, k), B (k, n), C (m, n)"
+            )
+        xp = self.xp
+        a = xp.where(self._matmul_operand(A) >= 0, 1.0, -1.0).astype(np.float32)
+        b = xp.where(self._matmul_operand(B) >= 0, 1.0, -1.0).astype(np.float32)
+        prod = xp.dot(a, b)
+        if beta != 0:
+            prod += beta * C._tensor
+        store(C._tensor, prod)
+        if bsum is not None:
+            self.sum(C, axis=1, out=bsum)
+        return C
+
 
     def compound_fprop_bn(self, x, xsum, xvar, gmean, gvar, gamma, beta, y, eps, rho,
                           compute_batch_sum, accumbeta=0.0, relu=False, binary=False,

@@ -16,7 +16,7 @@ import os
 import numpy as np
 
 from ._arrays import (SUPPORTED_DTYPES as _SUPPORTED_DTYPES, ArrayBackend, ArrayEvaluator, ArrayTensor,
-                      compute_dtype, data as _data, sign_pow2, store)
+                      compute_dtype, data as _data, sign_pow2, store, to_arrays)
 from .backend import Backend, OpCollection, OpTreeNode, Tensor, describe_operand
 
 
@@ -74,32 +74,10 @@ def fuse_enabled():
     return _fuse_module is not None and os.environ.get("PLAIT_NEON_FUSE") != "0"
 
 
-_SPLIT_OPS = frozenset({"dot", "onehot"})
-
-
 def _to_arrays(node, ev=None):
-    """The op-tree with every Tensor leaf (and onehot's index tensor) replaced by its ndarray.
-
-    With a numpy evaluator ``ev``, ``dot`` and ``onehot`` subtrees (which the fused executor does
-    not take) are computed first (dot by BLAS) and enter the tree as ndarray leaves, as neon
-    split its trees at ``dot``.
-    """
-    d, left, right = node
-    if ev is not None and d["op"] in _SPLIT_OPS:
-        return np.asarray(ev(node))
-    if "idx" in d and isinstance(d["idx"], CPUTensor):
-        d = dict(d)
-        d["idx"] = d["idx"]._tensor
-    tl, tr = type(left), type(right)
-    if tl is OpTreeNode:
-        left = _to_arrays(left, ev)
-    elif tl is CPUTensor or isinstance(left, CPUTensor):
-        left = left._tensor
-    if tr is OpTreeNode:
-        right = _to_arrays(right, ev)
-    elif tr is CPUTensor or isinstance(right, CPUTensor):
-        right = right._tensor
-    return tuple.__new__(OpTreeNode, (d, left, right))
+    """The op-tree with every CPUTensor leaf replaced by its ndarray, ``dot``/``onehot`` split off
+    when ``ev`` is given (see :func:`plait.neon._arrays.to_arrays`)."""
+    return to_arrays(node, ev, CPUTensor)
 
 
 def _dot_into(dst, node):
@@ -207,102 +185,6 @@ class NervanaCPU(ArrayBackend):
             result = value
         _store(dst, result)
         return out
-
-    # -- matrix products ----------------------------------------------------------------------
-    @staticmethod
-    def _matmul_operand(x):
-        a = x._tensor
-        return a.astype(np.float32) if a.dtype == np.float16 or a.dtype.kind in "iu" else a
-
-    def compound_dot(self, A, B, C, alpha=1.0, beta=0.0, relu=False, bsum=None):
-        """``C = relu?(alpha * A . B) + beta * C`` with BLAS; pass ``A.T``/``B.T`` views to transpose.
-
-        relu (max(x, 0)) is applied before the beta term, as in neon. ``bsum`` (optional) receives
-        the row sums of C.
-        """
-        a_s, b_s, c_s = tuple(A.shape), tuple(B.shape), tuple(C.shape)
-        if len(a_s) != 2 or len(b_s) != 2 or len(c_s) != 2 or a_s[1] != b_s[0] or \
-                a_s[0] != c_s[0] or b_s[1] != c_s[1]:
-            raise ValueError(
-                f"compound_dot: shapes do not fit C = A . B: A is {describe_operand(A)}, B is "
-                f"{describe_operand(B)}, C is {describe_operand(C)}; need A (m, k), B (k, n) and "
-                f"C (m, n) (pass A.T or B.T views for transposed operands)"
-            )
-        a, b, c = self._matmul_operand(A), self._matmul_operand(B), C._tensor
-        direct = (beta == 0 and alpha == 1.0 and c.flags.c_contiguous and c.dtype == np.result_type(a, b)
-                  and not np.may_share_memory(c, a) and not np.may_share_memory(c, b))
-        if direct:
-            np.dot(a, b, out=c)
-            if relu:
-                np.maximum(c, 0, out=c)
-        else:
-            prod = np.dot(a, b)
-            if alpha != 1.0:
-                prod *= alpha
-            if relu:
-                np.maximum(prod, 0, out=prod)
-            if beta != 0:
-                prod += beta * c.astype(prod.dtype, copy=False)
-            _store(c, prod)
-        if bsum is not None:
-            self.sum(C, axis=1, out=bsum)
-        return C
-
-    def batched_dot(self, A, B, C, alpha=1.0, beta=0.0, relu=False):
-        """Three batched products (X batches on axis 0):
-
-        fprop ``A (K, C), B (X, C, N) -> C (X, K, N)``; bprop ``batched_dot(A.T, B, C)``;
-        update ``A (X, K, N), B.T (X, N, C) -> C (K, C)`` summed over the batches.
-        """
-        a, b, c = self._matmul_operand(A), self._matmul_operand(B), C._tensor
-        if a.ndim == 2 and b.ndim == 3 and c.ndim == 3:
-            ok = a.shape[1] == b.shape[1] and c.shape == (b.shape[0], a.shape[0], b.shape[2])
-            prod = np.matmul(a, b) if ok else None
-        elif a.ndim == 3 and b.ndim == 3 and c.ndim == 2:
-            ok = a.shape[0] == b.shape[0] and a.shape[2] == b.shape[1] and c.shape == (a.shape[1], b.shape[2])
-            prod = np.matmul(a, b).sum(axis=0) if ok else None
-        elif a.ndim == 3 and b.ndim == 3 and c.ndim == 3:
-            ok = a.shape[0] == b.shape[0] == c.shape[0] and a.shape[2] == b.shape[1] and \
-                c.shape[1:] == (a.shape[1], b.shape[2])
-            prod = np.matmul(a, b) if ok else None
-        else:
-            ok, prod = False, None
-        if not ok:
-            raise ValueError(
-                f"batched_dot: shapes do not fit one of the three modes: A is {describe_operand(A)}, "
-                f"B is {describe_operand(B)}, C is {describe_operand(C)}; use A (K, C), B (X, C, N), "
-                f"C (X, K, N) (fprop; A.T for bprop) or A (X, K, N), B.T (X, N, C), C (K, C) (update)"
-            )
-        if alpha != 1.0:
-            prod = prod * alpha
-        if relu:
-            prod = np.maximum(prod, 0)
-        if beta != 0:
-            prod = prod + beta * c
-        _store(c, prod)
-        return C
-
-    def xnor_compound_dot(self, A, B, C, beta=0.0, bsum=None):
-        """XNOR GEMM: ``C = sign(A) . sign(B) + beta * C`` with sign(x) = +1 for x >= 0 else -1.
-
-        On +1/-1 operands (what ``binarize`` makes) this equals ``A . B``, which is what an
-        XNOR-and-popcount kernel computes.
-        """
-        a_s, b_s, c_s = tuple(A.shape), tuple(B.shape), tuple(C.shape)
-        if a_s[1] != b_s[0] or a_s[0] != c_s[0] or b_s[1] != c_s[1]:
-            raise ValueError(
-                f"xnor_compound_dot: shapes do not fit C = A . B: A is {describe_operand(A)}, B is "
-                f"{describe_operand(B)}, C is {describe_operand(C)}; need A (m, k), B (k, n), C (m, n)"
-            )
-        a = np.where(self._matmul_operand(A) >= 0, 1.0, -1.0).astype(np.float32)
-        b = np.where(self._matmul_operand(B) >= 0, 1.0, -1.0).astype(np.float32)
-        prod = np.dot(a, b)
-        if beta != 0:
-            prod += beta * C._tensor
-        _store(C._tensor, prod)
-        if bsum is not None:
-            self.sum(C, axis=1, out=bsum)
-        return C
 
     # -- compound layer helpers ---------------------------------------------------------------
     def compound_bprop_lut(self, nin, inputs, error, error_t, dW, pad_idx, alpha=1.0, beta=0):
