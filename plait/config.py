@@ -1,6 +1,8 @@
 """Configuration and function registries (built on confection and catalogue)."""
 from __future__ import annotations
 
+import os
+
 import catalogue
 import confection
 from confection import VARIABLE_RE, ConfigValidationError, Promise
@@ -126,6 +128,17 @@ class Config(confection.Config):
     def interpolate(self) -> "Config":
         check_interpolation(self.to_str())
         return super().interpolate()
+
+    def from_disk(self, path: Union[str, "os.PathLike[str]"], *, interpolate: bool = True, overrides: Dict[str, Any] = {}) -> "Config":
+        """Load a config file: a regular file only (a FIFO or device would block or never end),
+        at most plait._safeio.MAX_TEXT_BYTES."""
+        from ._safeio import FileFormatError, read_text
+
+        try:
+            text = read_text(path)
+        except FileFormatError as err:
+            raise ConfigValidationError(desc=f"Cannot read the config file: {err}") from None
+        return self.from_str(text, interpolate=interpolate, overrides=overrides)
 
 
 def _check_mapping(config: Any) -> None:

@@ -974,7 +974,9 @@ def serialize_attr(_: Any, value: Any, name: str, model: Model) -> bytes:
 @functools.singledispatch
 def deserialize_attr(_: Any, value: Any, name: str, model: Model) -> Any:
     """Deserialize attr bytes; dispatches on the type of the attr's current (default) value."""
-    return srsly.msgpack_loads(value)
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise ValueError(f"Cannot deserialize attr '{name}' of model '{model.name}': expected bytes, got {type(value).__name__}.")
+    return _msgpack_loads(value, f"Cannot deserialize attr '{name}' of model '{model.name}'")
 
 
 def set_dropout_rate(model: _ModelT, drop: float, attrs: Sequence[str] = ("dropout_rate",)) -> _ModelT:

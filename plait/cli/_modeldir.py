@@ -53,14 +53,6 @@ BEST, LAST = "model-best", "model-last"
 # Atomic writes
 
 
-def copy_dir(source: Path, target: Path) -> None:
-    """Copy a model directory atomically."""
-    files = {
-        str(path.relative_to(source)): path.read_bytes() for path in Path(source).rglob("*") if path.is_file()
-    }
-    write_dir_atomically(target, files)
-
-
 def remove_dir(path: Path) -> None:
     """Delete a model directory: first renamed away (atomic), so no half-deleted copy is ever seen."""
     remove_dir_atomically(path)
@@ -556,10 +548,17 @@ def set_rng_states(states: Dict[str, Any], data_rng: numpy.random.Generator, mod
 def read_metrics(output: Path) -> List[Dict[str, Any]]:
     """The records of DIR/metrics.jsonl (lines that do not parse, e.g. from an edited file, are skipped)."""
     path = Path(output) / METRICS_FILE
-    if not path.is_file():
+    if not os.path.lexists(path):
         return []
+    try:
+        text = _safeio.read_text(path, root=Path(output))
+    except (_safeio.FileFormatError, OSError) as err:
+        raise CLIError(
+            f"Cannot read {str(path)!r}: {getattr(err, 'problem', None) or err}. It holds the scores of "
+            "earlier evaluations: restore it, or remove it to start the record afresh."
+        ) from None
     records = []
-    for line in path.read_text(encoding="utf8").splitlines():
+    for line in text.splitlines():
         line = line.strip()
         if not line:
             continue

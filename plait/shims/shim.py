@@ -68,8 +68,10 @@ class Shim:
         _write_bytes_atomically(path, self.to_bytes())
 
     def from_disk(self, path: Union[str, Path]) -> "Shim":
-        with Path(path).open("rb") as file_:
-            return self.from_bytes(file_.read())
+        from .._safeio import read_bytes
+
+        # A regular file only, within plait's size limit (a FIFO or device would block or never end).
+        return self.from_bytes(read_bytes(path))
 
     def to_bytes(self) -> bytes:
         raise self._missing("to_bytes")

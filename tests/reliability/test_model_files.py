@@ -172,6 +172,28 @@ def test_readers_refuse_fifos_and_devices(tmp_path, kind):
                 assert "not a regular file" in str(err), err
             else:
                 raise SystemExit("accepted")
+        from plait.config import Config, ConfigValidationError
+        try:
+            Config().from_disk(path)
+        except ConfigValidationError as err:
+            assert "not a regular file" in str(err), err
+        else:
+            raise SystemExit("config accepted")
+        from plait.cli import _modeldir as md
+        import os, shutil
+        os.makedirs("/tmp/plait-metrics-test", exist_ok=True)
+        link = "/tmp/plait-metrics-test/" + md.METRICS_FILE
+        if os.path.lexists(link):
+            os.unlink(link)
+        os.symlink(path, link)
+        try:
+            md.read_metrics("/tmp/plait-metrics-test")
+        except md.CLIError as err:
+            assert "metrics.jsonl" in str(err), err
+        else:
+            raise SystemExit("metrics accepted")
+        finally:
+            shutil.rmtree("/tmp/plait-metrics-test")
         print("ok")
     """, timeout=60)
     assert status == 0 and "ok" in out, err
@@ -499,6 +521,20 @@ def test_a_failing_attr_midway_restores_every_node(monkeypatch):
         target.from_bytes(data)
     monkeypatch.undo()
     assert target.to_bytes() == before
+
+
+def test_attrs_that_are_not_msgpack_bytes_are_refused_cleanly():
+    source = _model()
+    source.layers[0].attrs["extra"] = 1
+    msg = source.to_dict()
+    target = _model()
+    target.layers[0].attrs["extra"] = 0
+    before = target.to_bytes()
+    for bad in (5, b"\xc1", "text"):
+        msg["attrs"][1]["extra"] = bad
+        with pytest.raises(ValueError, match="attr 'extra'"):
+            target.from_dict(msg)
+        assert target.to_bytes() == before and gc.isenabled()
 
 
 @pytest.mark.parametrize("data", [b"\x93\xc1", b"\xc1garbage", b"\xdd\xff\xff\xff\xff", b"", b"\x92\x01"])
