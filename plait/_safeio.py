@@ -431,6 +431,8 @@ def check_hdf5(group: Any, path: str, *, max_objects: int = 1_000_000) -> None:
                 )
             if isinstance(link, h5py.SoftLink):
                 continue  # resolves inside this file, to an object visited by its hard link
+            if not isinstance(link, h5py.HardLink):
+                raise UnsafeFileError(path, where, f"it is a link of an unsupported kind ({type(link).__name__})", "save the weights as ordinary datasets")
             try:
                 obj = current.get(key)
             except Exception as err:
@@ -447,6 +449,11 @@ def check_hdf5(group: Any, path: str, *, max_objects: int = 1_000_000) -> None:
                 _check_dataset_storage(obj, path, where)
 
 
+#: HDF5 filters built into the library or h5py: deflate (gzip), shuffle, fletcher32, szip, nbit,
+#: scaleoffset, lzf. Any other would make HDF5 search its plugin path for a library to load.
+HDF5_FILTERS = frozenset({1, 2, 3, 4, 5, 6, 32000})
+
+
 def _check_dataset_storage(dataset: Any, path: str, where: str) -> None:
     h5py = _h5py()
     try:
@@ -459,6 +466,17 @@ def _check_dataset_storage(dataset: Any, path: str, where: str) -> None:
         raise UnsafeFileError(path, where, "it is a virtual dataset (its data live in other files)", "plait reads only data stored in the file itself; save the weights as ordinary datasets")
     if external:
         raise UnsafeFileError(path, where, f"its data are stored in {external} external raw file(s)", "plait reads only data stored in the file itself; save the weights as ordinary datasets")
+    try:
+        filters = [plist.get_filter(i)[0] for i in range(plist.get_nfilters())]
+    except Exception as err:
+        raise DamagedFileError(path, where, f"its filters cannot be read ({err})", "the file is damaged; restore it from a good copy") from None
+    unknown = [f for f in filters if f not in HDF5_FILTERS]
+    if unknown:
+        raise UnsafeFileError(
+            path, where, f"its data pass through HDF5 filter(s) {unknown}, which plait does not read "
+            "(HDF5 would look for plugin libraries to load them)",
+            f"save the weights without filters or with the built-in ones (ids {sorted(HDF5_FILTERS)}: gzip, shuffle, ...)",
+        )
 
 
 def read_hdf5_dataset(dataset: Any, path: str, *, limit: Optional[int] = None, expect: Optional[ExpectFn] = None) -> numpy.ndarray:

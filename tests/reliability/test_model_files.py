@@ -422,7 +422,7 @@ def _h5_with(tmp_path, build):
     return path
 
 
-@pytest.mark.parametrize("kind", ["external_link", "external_raw", "virtual", "nested_external_link"])
+@pytest.mark.parametrize("kind", ["external_link", "external_raw", "virtual", "nested_external_link", "plugin_filter"])
 def test_load_hdf5_refuses_data_from_other_files(tmp_path, secret, kind):
     from plait.chainer import links as L, serializers as S
 
@@ -435,6 +435,8 @@ def test_load_hdf5_refuses_data_from_other_files(tmp_path, secret, kind):
         elif kind == "nested_external_link":
             f["W"] = numpy.zeros((2, 3), "f4")
             f.create_group("deep").create_group("er")["x"] = h5py.ExternalLink(str(secret_h5), "/")
+        elif kind == "plugin_filter":  # HDF5 would search its plugin path for a library to load
+            f.create_dataset("W", data=numpy.full((2, 3), 42.0, "f4"), compression=307, allow_unknown_filter=True)
         elif kind == "external_raw":
             f.create_dataset("W", shape=(2, 3), dtype="f4", external=[(str(secret_raw), 0, 24)])
         else:
@@ -445,7 +447,7 @@ def test_load_hdf5_refuses_data_from_other_files(tmp_path, secret, kind):
     path = _h5_with(tmp_path, build)
     link = L.Linear(3, 2)
     before = link.W.data.copy()
-    with pytest.raises(_safeio.UnsafeFileError, match="external|virtual"):
+    with pytest.raises(_safeio.UnsafeFileError, match="external|virtual|filter"):
         S.load_hdf5(path, link)
     assert numpy.array_equal(link.W.data, before) and not (link.W.data == 42).any()
 
@@ -629,6 +631,19 @@ def test_chainer_safe_casts_still_load(tmp_path, fmt):
     link = L.Linear(3, 2)
     (S.load_npz(npz, link) if fmt == "npz" else S.load_hdf5(h5, link))
     assert link.W.data.dtype == numpy.float32 and (link.W.data == 1).all() and list(link.b.data) == [0, 1]
+
+
+def test_hdf5_builtin_filters_still_load(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    from plait.chainer import links as L, serializers as S
+
+    path = tmp_path / "f.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("W", data=numpy.ones((2, 3), "f4"), compression="gzip", shuffle=True, fletcher32=True)
+        f.create_dataset("b", data=numpy.arange(2, dtype="f4"), compression="lzf")
+    link = L.Linear(3, 2)
+    S.load_hdf5(path, link)
+    assert (link.W.data == 1).all() and list(link.b.data) == [0, 1]
 
 
 def test_chainer_round_trip(tmp_path):
