@@ -11,8 +11,9 @@ read goes through this module, which guarantees:
 * .npz/.npy members: the header is parsed and the declared shape and dtype are checked against
   the byte limit (and an optional `expect` callback, e.g. the model's architecture) before
   any data is read or allocated; object arrays (pickles) are always refused;
-* HDF5 files: external raw storage, external links and virtual datasets are refused, and each
-  dataset's declared size is checked before it is read.
+* HDF5 files: external raw storage, external links, virtual datasets and filters that are not
+  built in (HDF5 would load plugin libraries for them) are refused, and each dataset's declared
+  size is checked before it is read.
 
 Every refusal raises `UnsafeFileError`, every damaged content `DamagedFileError`: both are
 `FileFormatError`, a ValueError whose message names the file, the field, the offending value and
@@ -31,7 +32,8 @@ API (stable):
 
     FileFormatError(ValueError), UnsafeFileError(FileFormatError), DamagedFileError(FileFormatError)
         .path, .field, .problem, .fix            (str(err) = "FILE: FIELD: PROBLEM. FIX")
-    MAX_FILE_BYTES, MAX_ARRAY_BYTES              default limits (PLAIT_MAX_FILE_BYTES env overrides)
+    MAX_FILE_BYTES (4 GiB), MAX_ARRAY_BYTES, MAX_TEXT_BYTES (64 MiB)   default limits
+        (the environment's PLAIT_MAX_FILE_BYTES / PLAIT_MAX_ARRAY_BYTES override the first two)
     read_bytes(path, *, limit=None, root=None) -> bytes
     read_source(path | binary file object | bytes, *, limit=None, root=None, what=None) -> (name, bytes)
     read_text(path, *, limit=None, root=None, encoding="utf8") -> str
@@ -41,14 +43,19 @@ API (stable):
         source: a path, a binary file object or bytes; expect(name, shape, dtype) may raise to
         refuse a member before its data is read.
     NpzArchive(source, ...): .files, .read(name, expect=None) -- one member at a time
-    open_hdf5(path, *, limit=None, root=None) -> h5py.File   (checked: no external storage/links,
-        no virtual datasets); read_hdf5_dataset(dataset, *, limit=None, expect=None) -> ndarray
+    open_hdf5(path | binary file object | bytes, *, limit=None, root=None) -> h5py.File
+        read into memory, opened read-only and checked by check_hdf5(group, name): no external
+        storage or links, no virtual datasets, no plugin filters anywhere in the file
+    read_hdf5_dataset(dataset, name, *, limit=None, expect=None) -> ndarray
     write_file_atomically(path, data: bytes | Callable[[BinaryIO], Any]) -> None
     atomic_path(path) -> ContextManager[str]
     write_dir_atomically(folder, files: Mapping[str, bytes]) -> None
     remove_dir_atomically(folder) -> None
     fsync_dir(folder) -> None
-    TMP_MARK = ".tmp-"
+    TMP_MARK = ".tmp-", OLD_SUFFIX = ".old"   (names of a writer's temporary siblings)
+
+The CLI's model directories add one error format on top (plait.cli._modeldir.damaged):
+"Damaged model directory DIR: FILE, FIELD: PROBLEM. WHAT TO DO."
 """
 from __future__ import annotations
 
@@ -198,7 +205,16 @@ def read_bytes(path: PathLike, *, limit: Optional[int] = None, root: Optional[Pa
         # Never ask for more than the file holds: read(n) allocates n bytes up front.
         data = file.read(min(limit, info.st_size) + 1)
         if len(data) > info.st_size and len(data) <= limit:
-            data += file.read(limit + 1 - len(data))
+            # It grew since the stat (or is a /proc-like file reporting size 0): read on in chunks.
+            chunks = [data]
+            total = len(data)
+            while total <= limit:
+                chunk = file.read(min(1 << 20, limit + 1 - total))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+            data = b"".join(chunks)
     if len(data) > limit:
         raise UnsafeFileError(path, "", f"it grew past the limit of {limit} bytes while being read", "make sure nothing writes to it while plait reads it")
     return data
@@ -680,5 +696,5 @@ __all__ = [
     "FileFormatError", "UnsafeFileError", "DamagedFileError", "MAX_FILE_BYTES", "MAX_ARRAY_BYTES",
     "MAX_TEXT_BYTES", "TMP_MARK", "OLD_SUFFIX", "read_bytes", "read_source", "read_text", "read_json", "check_regular_file",
     "load_npz", "NpzArchive", "open_hdf5", "check_hdf5", "read_hdf5_dataset", "write_file_atomically", "atomic_path",
-    "write_dir_atomically", "remove_dir_atomically", "fsync_dir",
+    "write_dir_atomically", "remove_dir_atomically", "fsync_dir", "HDF5_FILTERS",
 ]
