@@ -1,4 +1,5 @@
-"""plait's Neon face: a drop-in for neon 2.x's backend API (``neon.backends``), on the CPU.
+"""plait's Neon face: a drop-in for neon 2.x's backend API (``neon.backends``), on the CPU
+(and on a CUDA GPU through CuPy: ``gen_backend('gpu')``).
 
     from plait.neon import gen_backend
     be = gen_backend(backend="cpu", rng_seed=0, batch_size=32)
@@ -7,7 +8,8 @@
 
 Module layout follows neon: ``plait.neon`` is ``neon.backends`` (plus ``NervanaObject``, which
 neon keeps in ``neon``), ``plait.neon.backend`` is ``neon.backends.backend``,
-``plait.neon.nervanacpu`` is ``neon.backends.nervanacpu``, ``plait.neon.autodiff`` is
+``plait.neon.nervanacpu`` is ``neon.backends.nervanacpu``, ``plait.neon.nervanagpu`` is
+``neon.backends.nervanagpu`` (importing it does not import cupy), ``plait.neon.autodiff`` is
 ``neon.backends.autodiff``.
 """
 import numpy as np
@@ -15,10 +17,12 @@ import numpy as np
 from .autodiff import Autodiff
 from .backend import Backend, Block, OpCollection, OpTreeNode, Tensor
 from .nervanacpu import CPUTensor, NervanaCPU
+from .nervanagpu import GPUTensor, GPUUnavailableError, NervanaGPU
 
 __all__ = [
     "gen_backend", "cleanup_backend", "Backend", "Tensor", "OpTreeNode", "OpCollection", "Block",
-    "NervanaCPU", "CPUTensor", "NervanaObject", "Autodiff",
+    "NervanaCPU", "CPUTensor", "NervanaGPU", "GPUTensor", "GPUUnavailableError", "NervanaObject",
+    "Autodiff",
 ]
 
 
@@ -58,12 +62,22 @@ def gen_backend(backend="cpu", rng_seed=None, datatype=np.float32, batch_size=0,
                 deterministic_update=None, deterministic=None, cache_dir=None):
     """Make a backend, make it the current one (``NervanaObject.be``) and return it.
 
-    Only ``backend='cpu'`` exists here. Backends made earlier stay usable: each tensor
-    executes on its own backend.
+    ``backend='cpu'``, or ``'gpu'`` where CuPy and a CUDA device exist (else
+    :class:`GPUUnavailableError` says which is missing). Backends made earlier stay usable: each
+    tensor executes on its own backend.
     """
     if backend is None:
         backend = "cpu"
-    if backend in ("gpu", "mgpu", "mkl", "argon"):
+    if backend == "gpu":
+        from .nervanagpu import gpu_unavailable_reason
+
+        reason = gpu_unavailable_reason()
+        if reason is not None:
+            raise GPUUnavailableError(
+                f"gen_backend('gpu'): the GPU backend needs CuPy and a CUDA device, and here {reason}; "
+                f"use backend='cpu'"
+            )
+    if backend in ("mgpu", "mkl", "argon"):
         raise NotImplementedError(
             f"gen_backend: the '{backend}' backend is not part of plait.neon; use backend='cpu'"
         )

@@ -126,3 +126,15 @@ class HostEmulator:
     @staticmethod
     def ptr(a) -> int:
         return a.__array_interface__["data"][0]
+
+
+_shared = None
+
+
+def shared_emulator() -> "HostEmulator":
+    """One process-wide emulator (libraries cached on disk under $PLAIT_CACHE_DIR/neon/cuda_emu,
+    else ~/.cache/plait/neon/cuda_emu, like the CPU fused kernels)."""
+    global _shared
+    if _shared is None:
+        _shared = HostEmulator()
+    return _shared

@@ -24,7 +24,7 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
 from plait.neon import _fuse_cuda as F
-from plait.neon._cuda_emu import HostEmulator, host_compiler
+from plait.neon._cuda_emu import host_compiler, shared_emulator
 
 
 def T(op, a=None, b=None, **kw):
@@ -56,10 +56,11 @@ BINARY = {
 
 
 @pytest.fixture(scope="module")
-def emu(tmp_path_factory):
+def emu():
     if host_compiler() is None:
         pytest.skip("needs a host C++ compiler for the kernel emulation")
-    return HostEmulator(folder=str(tmp_path_factory.mktemp("cuda_emu")))
+    # one emulator for the session; its libraries are cached on disk as the CPU kernels are
+    return shared_emulator()
 
 
 def run(emu, tree, out, rng=None):

@@ -36,13 +36,15 @@ def test_gen_backend_sets_nervana_object_be_and_batch_size():
     assert NervanaObject.be is be
     assert be.bsz == 16
     assert be.default_dtype == np.float32
-    assert Backend.backends == {"cpu": NervanaCPU}
-    assert Backend.backend_choices() == ["cpu"]
+    from plait.neon.nervanagpu import NervanaGPU, gpu_unavailable_reason
+    assert Backend.backends == {"cpu": NervanaCPU, "gpu": NervanaGPU}
+    assert Backend.backend_choices() == ["cpu", "gpu"]
     assert isinstance(Backend.allocate_backend("cpu", rng_seed=1), NervanaCPU)
     with pytest.raises(ValueError, match="backend must be one of"):
         Backend.allocate_backend("tpu")
-    with pytest.raises(NotImplementedError, match="gpu"):
-        gen_backend(backend="gpu")
+    if gpu_unavailable_reason() is not None:   # tests/neon/test_gpu_backend.py covers both cases
+        with pytest.raises(RuntimeError, match="gpu"):
+            gen_backend(backend="gpu")
     with pytest.raises(ValueError, match="backend must be one of"):
         gen_backend(backend="nope")
     be.cleanup_backend()

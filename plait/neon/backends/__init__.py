@@ -9,7 +9,10 @@ from .. import (  # noqa: F401
     Backend,
     Block,
     CPUTensor,
+    GPUTensor,
+    GPUUnavailableError,
     NervanaCPU,
+    NervanaGPU,
     OpCollection,
     OpTreeNode,
     Tensor,
@@ -19,5 +22,5 @@ from .. import (  # noqa: F401
 
 __all__ = [
     "gen_backend", "cleanup_backend", "Backend", "Tensor", "OpTreeNode", "OpCollection", "Block",
-    "NervanaCPU", "CPUTensor", "Autodiff",
+    "NervanaCPU", "CPUTensor", "NervanaGPU", "GPUTensor", "GPUUnavailableError", "Autodiff",
 ]
