@@ -44,6 +44,9 @@ class TrainState:
     last_eval_step: int = -1
     words_seen: int = 0
     seconds: float = 0.0
+    # Names the run (kept across resumes): in meta.json and each metrics record, so that a resume
+    # can tell its own model-best and records from those of another run in the same folder.
+    run: str = ""
 
     def to_json(self) -> Dict[str, Any]:
         data = dict(self.__dict__)
@@ -71,6 +74,9 @@ class TrainState:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
                 raise md.damaged(model_dir, md.STATE_FILE, f"'state'.{key!r}", f"it is {str(value)[:40]!r}, not a number",
                                  "Restore the run folder, or start a new run instead of --resume")
+        if not isinstance(known.get("run", ""), str) or len(known.get("run", "")) > 64:
+            raise md.damaged(model_dir, md.STATE_FILE, "'state'.'run'", f"it is {str(known['run'])[:40]!r}, not a run id",
+                             "Restore the run folder, or start a new run instead of --resume")
         if known.get("epoch_rng") is not None:
             try:  # tried on a generator of its own: set later, it must not fail half-way
                 numpy.random.default_rng().bit_generator.state = known["epoch_rng"]
@@ -199,10 +205,13 @@ def _prepare(
 
         set_dropout_rate(model, settings.dropout)
 
-    state = TrainState()
+    state = TrainState(run=_new_run_id())
     data_rng = numpy.random.default_rng(settings.seed)
+    known_run = False
     if resume_dir is not None:
         state = _restore(resume_dir, resolved, data_rng)
+        known_run = bool(state.run)
+        state.run = state.run or _new_run_id()  # a state saved before runs had ids
     # Everything is checked: only now is anything written.
     output.mkdir(parents=True, exist_ok=True)
     own_lock = lock is None
@@ -213,16 +222,22 @@ def _prepare(
         records: List[Dict[str, Any]] = []
         same_dir = resume_dir is not None and resume_dir.parent.resolve() == output.resolve()
         if resume_dir is not None:
-            # The records up to the resumed state; a killed run may have written one more.
-            records = [r for r in md.read_metrics(resume_dir.parent) if int(r.get("step", 0)) <= state.step]
+            # The records of this run up to the resumed state: a killed run may have written one
+            # more, and a new run killed before its first model save may have left its own.
+            records = [
+                r for r in md.read_metrics(resume_dir.parent)
+                if int(r.get("step", 0)) <= state.step and r.get("run", state.run) == state.run
+            ]
         carry_best: Optional[Dict[str, bytes]] = None
+        if resume_dir is not None and known_run:
+            carry_best = _best_of_this_run(resume_dir, state)
         if not same_dir:
             if any(os.path.lexists(output / name) for name in (md.BEST, md.LAST)):
                 info(
                     f"{output} holds an earlier run: its models stay until this run's first save replaces them "
                     f"(use --resume {output} to continue it instead)"
                 )
-            if resume_dir is not None and os.path.lexists(resume_dir.parent / md.BEST):
+            if carry_best is None and resume_dir is not None and os.path.lexists(resume_dir.parent / md.BEST):
                 # The best model so far comes along, so that model-best always matches the best score;
                 # read now (regular files only), written at the first save.
                 carry_best = _read_model_files(resume_dir.parent / md.BEST)
@@ -356,7 +371,7 @@ def _alive(pid: Any) -> bool:
 # Reading another run's folder: regular files only
 
 
-def _read_model_files(folder: Path) -> Dict[str, bytes]:
+def _read_model_files(folder: Path, warn_extra: bool = True) -> Dict[str, bytes]:
     """The files of a model directory (model-best), read to be copied: the four a model needs.
 
     The folder and each file must be regular (no links); anything else in it is left behind with
@@ -380,7 +395,7 @@ def _read_model_files(folder: Path) -> Dict[str, bytes]:
             )
     files = {name: md.read_file(folder / name) for name in needed}
     extra = sorted(entry.name for entry in os.scandir(folder) if entry.name not in needed)
-    for name in extra:
+    for name in extra if warn_extra else ():
         warn(f"Not copied from {folder}: {name} (a model directory needs only {', '.join(needed)})")
     return files
 
@@ -400,6 +415,41 @@ def _resume_dir(resume: Path) -> Path:
         f"Cannot resume from {str(resume)!r}: no {md.LAST}/{md.STATE_FILE} there. Pass the --output "
         "folder of an earlier `plait train` run (model-best holds no training state)."
     )
+
+
+def _new_run_id() -> str:
+    import uuid
+
+    return uuid.uuid4().hex[:16]
+
+
+def _best_of_this_run(resume_dir: Path, state: TrainState) -> Optional[Dict[str, bytes]]:
+    """The files model-best must get back when the run folder's model-best is not this run's.
+
+    A new run's first save writes model-last and then model-best; a kill or a full disk between
+    the two leaves the earlier run's model-best beside this run's model-last. When the saved step
+    is this run's best (always so after a first save), model-last's model is the best one: its
+    four files are returned, to be written as model-best at the first save. Otherwise (or when
+    model-best is this run's) None, with a warning in the first case.
+    """
+    best = resume_dir.parent / md.BEST
+    try:
+        best_run = md.read_meta(best).get("run") if (best / md.META_FILE).is_file() else None
+    except CLIError:
+        best_run = None  # a damaged model-best is no run's
+    if best_run == state.run:
+        return None
+    if state.best_step == state.step and state.best_step >= 0:
+        info(
+            f"{best} is not this run's best model (a save was cut short, or it is damaged): it is rebuilt "
+            f"from {resume_dir}, whose model is this run's best"
+        )
+        return _read_model_files(resume_dir, warn_extra=False)
+    warn(
+        f"{best} is not this run's best model (its best, step {state.best_step}, was never saved there): "
+        "it stays until this run's next better dev score replaces it"
+    )
+    return None
 
 
 def _no_links(model_dir: Path) -> Path:
@@ -576,6 +626,10 @@ class _Trainer:
             # Inside the handler: a signal now only asks for the stop already under way.
             if st.last_eval_step != st.step:
                 self._evaluate_and_save()
+            if self._carry_best is not None:
+                # Resumed at its limit (no save this time): the best model still goes in place.
+                self._write_model(md.BEST, self._carry_best)
+                self._carry_best = None
         if stop.signum is not None:
             name = "Ctrl-C" if stop.signum == signal.SIGINT else signal.Signals(stop.signum).name
             warn(f"Stopped by {name} at step {st.step}: model-last saved to {self.output / md.LAST}")
@@ -707,6 +761,7 @@ class _Trainer:
             "seconds": round(st.seconds, 3),
             "eval_seconds": round(eval_seconds, 3),
             "best": improved,
+            "run": st.run,
         }
         self._print_row(record)
         self.records.append(record)
@@ -714,20 +769,32 @@ class _Trainer:
         # Each write replaces its file or folder atomically (the previous one stays whole until the
         # new one is complete on disk). The first one of a run is the first to touch DIR.
         self._save(lambda: md.write_metrics(self.output, self.records), self.output / md.METRICS_FILE)
-        if improved:
-            files = self._model_files(weights, scores, training=False)
-            self._save(lambda: md.write_dir_atomically(self.output / md.BEST, files), self.output / md.BEST)
-        elif self._carry_best is not None:
-            carried = self._carry_best
-            self._save(lambda: md.write_dir_atomically(self.output / md.BEST, carried), self.output / md.BEST)
+        best_files = self._model_files(weights, scores, training=False) if improved else self._carry_best
+        last_files = self._model_files(weights, scores, training=True)
+        if not self._saved_last and not self.resumed:
+            # A new run's first save: model-last first. Until it is written (the largest write,
+            # so a full disk stops it first) an earlier run in DIR keeps both its models; a kill
+            # between the two leaves this run's model-last, from which --resume rebuilds
+            # model-best (_best_of_this_run). The first evaluation is always a best one.
+            self._write_model(md.LAST, last_files)
+            self._write_model(md.BEST, best_files)
+        else:
+            # Later: model-best first. A kill between the two leaves the model-last of the previous
+            # save, and the resumed run reaches this better score again and saves it.
+            self._write_model(md.BEST, best_files)
+            self._write_model(md.LAST, last_files)
         self._carry_best = None
-        files = self._model_files(weights, scores, training=True)
-        self._save(lambda: md.write_dir_atomically(self.output / md.LAST, files), self.output / md.LAST)
         self._saved_last = True
         self._interval_loss, self._interval_n = 0.0, 0
         self._interval_words, self._interval_seconds = 0, 0.0
 
     # -------------------------------------------------------------------------------- saving
+
+    def _write_model(self, name: str, files: Optional[Dict[str, bytes]]) -> None:
+        if files is not None:
+            self._save(lambda: md.write_dir_atomically(self.output / name, files), self.output / name)
+            if name == md.LAST:
+                self._saved_last = True  # from here on, --resume continues this run
 
     def _save(self, write: Any, target: Path) -> None:
         """Run one atomic write; a failed one (a full disk, EFBIG, permissions) becomes a clear error."""
@@ -776,6 +843,7 @@ class _Trainer:
             "n_train": len(ds.train),
             "n_dev": len(ds.dev),
             "seconds": round(st.seconds, 3),
+            "run": st.run,
         }
 
     def _model_files(self, weights: bytes, scores: Dict[str, Any], *, training: bool) -> Dict[str, bytes]:

@@ -145,6 +145,24 @@ def test_resume_refuses_a_fifo_in_their_model_best_without_blocking(made, tmp_pa
          "--set", "training.max_steps=7"],
         capture_output=True, text=True, timeout=120,
     )
+    # The FIFO is never opened: a model-best without a readable meta.json is no run's, and since
+    # THEIRS' last save was its best, the best model is rebuilt from model-last instead.
+    assert proc.returncode == 0, proc.stderr
+    assert "is not this run's best model" in proc.stdout
+    files = _tree(tmp_path / "mine")
+    assert json.loads(files[f"{BEST}/meta.json"])["labels"] == [str(i) for i in range(10)]
+    # With model-last's best gone too (an earlier best), the FIFO is refused, not read.
+    theirs = _copy(made, "theirs-fifo-2")
+    state = json.loads((theirs / LAST / "training" / "state.json").read_text())
+    state["state"]["best_step"] = 3
+    (theirs / LAST / "training" / "state.json").write_text(json.dumps(state))
+    (theirs / BEST / "meta.json").unlink()
+    os.mkfifo(theirs / BEST / "meta.json")
+    proc = subprocess.run(
+        [sys.executable, "-m", "plait", "train", "--resume", str(theirs), "--output", str(tmp_path / "mine2"),
+         "--set", "training.max_steps=7"],
+        capture_output=True, text=True, timeout=120,
+    )
     assert proc.returncode == 1, proc.stderr
     assert "meta.json" in proc.stderr and "Traceback" not in proc.stderr
 
