@@ -132,7 +132,8 @@ class NervanaGPU(ArrayBackend):
                     _fuse_cuda.execute(tree, dst, rng=self.rng, launcher=self._launcher):
                 return out
             result = ev(tree)
-        elif isinstance(value, GPUTensor):
+        elif isinstance(value, ArrayTensor):
+            # a GPU tensor, or a CPU tensor of another backend (copied to the device by store)
             self._check_assign_shape(out, value)
             result = value._tensor
         else:

@@ -163,6 +163,17 @@ def test_reductions_and_their_methods(gbe, cbe):
             assert_allclose(out.get(), cr, rtol=1e-5, atol=1e-6, err_msg=f"{name} axis={axis}")
 
 
+def test_tensors_cross_between_the_cpu_and_gpu_backends(gbe, cbe):
+    h = np.arange(6, dtype=np.float32).reshape(2, 3)
+    g = gbe.empty((2, 3))
+    g[:] = cbe.array(h)                      # CPU tensor -> GPU
+    assert_array_equal(g.get(), h)
+    c = cbe.empty((2, 3))
+    c[:] = g                                 # GPU tensor -> CPU (through a host copy)
+    assert_array_equal(c.get(), h)
+    assert_array_equal(gbe.array(g).get(), h)
+
+
 def test_slice_assignment_writes_only_the_slice(gbe):
     x = gbe.array(np.arange(20, dtype=np.float32).reshape(4, 5))
     x[1:3] = x[1:3] * 10 + x[0:1]
