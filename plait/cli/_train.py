@@ -154,6 +154,9 @@ def prepare(
     output = Path(output)
     if output.exists() and not output.is_dir():
         raise CLIError(f"--output {str(output)!r} exists and is not a directory.")
+    if resume_dir is not None and resume_dir.parent.resolve() != output.resolve():
+        # Another run still writing THEIRS could swap model-last while it is read.
+        OutputLock.probe(resume_dir.parent, "--resume")
     # A folder that exists is locked at once (a second run stops before loading anything); a new
     # one once it is created, after the checks.
     lock = OutputLock(output) if output.is_dir() else None
@@ -323,6 +326,34 @@ class OutputLock:
                 pass  # the owner's details are for messages only (e.g. a full disk): the flock is the lock
             return
         raise CLIError(f"Cannot take the lock {str(self.path)!r}: it keeps being replaced. Is another run starting?")
+
+    @classmethod
+    def probe(cls, folder: Path, option: str) -> None:
+        """Raise the in-use error if a live run holds `folder`'s lock; create and change nothing."""
+        import fcntl
+
+        path = Path(folder) / LOCK_FILE
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(path, flags)
+        except OSError:
+            return  # no lock file (or not one we can open): no run holds the folder
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                owner = cls._owner(fd)
+                who = f"pid {owner.get('pid', '?')} on {owner.get('host', '?')}, since {owner.get('since', '?')}"
+                raise CLIError(
+                    f"{option} {str(folder)!r} is in use by a running `plait train` ({who}): its model-last "
+                    "may change while it is read. Resume once that run has ended (or stopped with Ctrl-C)."
+                ) from None
+            except OSError:
+                return
+        finally:
+            os.close(fd)  # closing drops the shared lock taken to test
 
     @staticmethod
     def _owner(fd: int) -> Dict[str, Any]:

@@ -286,6 +286,21 @@ def test_a_second_run_on_a_locked_folder_says_it_is_in_use(made, cli):
     assert not (run / LOCK_FILE).exists()
 
 
+def test_resuming_from_a_folder_that_a_run_is_writing_is_refused(made, cli, tmp_path):
+    theirs = _copy(made, "theirs-busy")
+    lock = OutputLock(theirs)
+    try:
+        status, out, err = cli("train", "--resume", theirs, "--output", tmp_path / "mine", "--set", "training.max_steps=7")
+        assert status == 1
+        assert "--resume" in err and "in use by a running `plait train`" in err and f"pid {os.getpid()}" in err
+        assert not (tmp_path / "mine").exists()
+    finally:
+        lock.release()
+    status, out, err = cli("train", "--resume", theirs, "--output", tmp_path / "mine", "--set", "training.max_steps=7")
+    assert status == 0, err
+    assert not (theirs / LOCK_FILE).exists()  # the probe made no lock file in THEIRS
+
+
 def test_a_lock_left_by_a_killed_run_is_taken_over(made, cli):
     run = _copy(made, "stale")
     # A dead process's lock file (pid far above pid_max): no flock holds it.
