@@ -201,6 +201,10 @@ class CupyLauncher:
         self.xp = cupy
         self._fns: Dict[Tuple[str, int], Any] = {}
 
+    def token(self) -> int:
+        """What a compiled kernel is specific to besides its source: the current device."""
+        return self.xp.cuda.runtime.getDevice()
+
     def function(self, source: str, name: str):
         dev = self.xp.cuda.runtime.getDevice()
         key = (hashlib.sha256(source.encode()).hexdigest(), dev)
@@ -616,7 +620,15 @@ class _Runner:
                     src = _gen_source(ctype, expr, p, dtok, red, axis)[1]
                     _sources[key] = src
                     _stats["kernels"] += 1
-        fn = self.L.function(src, KERNEL_RED if red else KERNEL_EW)
+        # Compiled kernels are cached on the launcher, by signature (and device).
+        token = getattr(self.L, "token", None)
+        fkey = (key, token() if token is not None else 0)
+        fns = self.L.__dict__.setdefault("_plait_kernels", {})
+        fn = fns.get(fkey)
+        if fn is None:
+            fn = self.L.function(src, KERNEL_RED if red else KERNEL_EW)
+            if not isinstance(self.L, _Recorder):
+                fns[fkey] = fn
         # Inputs that overlap dest without being dest's own elements are read from a copy.
         dptr = self.L.ptr(dest)
         dext = _extent(dest, dptr)
