@@ -132,8 +132,12 @@ def _trees(be, x, y, b, s):
     ]
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "evaluator"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_op_trees_match_the_cpu_backend(gbe, cbe, dtype):
+def test_op_trees_match_the_cpu_backend(gbe, cbe, dtype, fused, monkeypatch):
+    if not fused:   # the reference evaluator on the backend's array module, no kernels
+        monkeypatch.setenv("PLAIT_NEON_FUSE", "0")
+        before = _fuse_cuda.stats()["passes"]
     rs = np.random.RandomState(0)
     m, n = 6, 40
     hx, hy = rs.randn(m, n), rs.randn(m, n)
@@ -148,6 +152,8 @@ def test_op_trees_match_the_cpu_backend(gbe, cbe, dtype):
         cout[:] = ctree
         assert gout.get().dtype == dtype
         assert_allclose(gout.get().astype(np.float64), cout.get().astype(np.float64), err_msg=str(k), **tol)
+    if not fused:
+        assert _fuse_cuda.stats()["passes"] == before
 
 
 def test_reductions_and_their_methods(gbe, cbe):
