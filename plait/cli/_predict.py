@@ -19,25 +19,30 @@ def load_images(path: Path, width: int) -> numpy.ndarray:
     divided by 255 when larger. Each image is (28, 28) or flat (784,); one image or a batch.
     From an .npz, the array `x_test` is taken, else its only array.
     """
-    if not path.is_file():
+    from .. import _safeio
+
+    if not path.exists():
         raise CLIError(f"Input file not found: {str(path)!r}")
+    # Through plait's safe reader: a regular file (no FIFO or device) within the size limit, no
+    # pickles, and each array's declared size checked against the file before it is allocated.
     try:
-        loaded = numpy.load(path, allow_pickle=False)
-    except (OSError, ValueError) as err:
+        if path.suffix.lower() == ".npz":
+            with _safeio.NpzArchive(path) as archive:
+                names = list(archive.files)
+                if "x_test" in names:
+                    array = archive.read("x_test")
+                elif len(names) == 1:
+                    array = archive.read(names[0])
+                else:
+                    raise CLIError(
+                        f"{str(path)!r} holds the arrays {names}: name the images `x_test`, or save only one array."
+                    )
+        else:
+            array = _load_npy(path, _safeio.read_bytes(path))
+    except _safeio.FileFormatError as err:
+        raise CLIError(f"Cannot read the images: {err}") from None
+    except (OSError, ValueError, EOFError) as err:
         raise CLIError(f"Cannot read {str(path)!r} as .npy/.npz: {err}") from err
-    if isinstance(loaded, numpy.lib.npyio.NpzFile):
-        with loaded:
-            names = list(loaded.files)
-            if "x_test" in names:
-                array = loaded["x_test"]
-            elif len(names) == 1:
-                array = loaded[names[0]]
-            else:
-                raise CLIError(
-                    f"{str(path)!r} holds the arrays {names}: name the images `x_test`, or save only one array."
-                )
-    else:
-        array = loaded
     if array.dtype.kind not in "uif":
         raise CLIError(f"{str(path)!r}: expected numeric pixels, got dtype {array.dtype}.")
     if array.size == width:
@@ -55,18 +60,45 @@ def load_images(path: Path, width: int) -> numpy.ndarray:
     return X
 
 
+def _load_npy(path: Path, data: bytes) -> numpy.ndarray:
+    """An .npy file's array, its header checked first: no object (pickled) arrays, and no more
+    declared bytes than the file holds (a small file cannot make plait allocate a large array)."""
+    from numpy.lib import format as npy
+
+    stream = io.BytesIO(data)
+    version = npy.read_magic(stream)
+    if version == (1, 0):
+        shape, _, dtype = npy.read_array_header_1_0(stream)
+    else:
+        shape, _, dtype = npy.read_array_header_2_0(stream)
+    if dtype.hasobject:
+        raise CLIError(f"{str(path)!r} holds Python objects (dtype {dtype}): plait reads only numeric pixels.")
+    declared = int(numpy.prod(shape, dtype=object)) * dtype.itemsize
+    if declared > len(data) - stream.tell():
+        raise CLIError(
+            f"{str(path)!r} declares an array of shape {shape} ({declared} bytes of {dtype}) but holds only "
+            f"{len(data) - stream.tell()} bytes of data: the file is cut short or damaged."
+        )
+    stream.seek(0)
+    return numpy.load(stream, allow_pickle=False)
+
+
 def read_lines(source: str) -> List[str]:
     """Non-empty lines of a UTF-8 file, or of stdin for "-"."""
     if source == "-":
         stream = io.TextIOWrapper(sys.stdin.buffer, encoding="utf8") if hasattr(sys.stdin, "buffer") else sys.stdin
         text = stream.read()
     else:
+        from .. import _safeio
+
         path = Path(source)
-        if not path.is_file():
+        if not path.exists():
             raise CLIError(f"Input file not found: {source!r}")
-        try:
-            text = path.read_text(encoding="utf8")
-        except (OSError, UnicodeDecodeError) as err:
+        try:  # a regular file within the size limit: a FIFO or a device is refused, not read
+            text = _safeio.read_text(path, limit=_safeio.MAX_FILE_BYTES)
+        except _safeio.FileFormatError as err:
+            raise CLIError(f"Cannot read the input: {err}") from None
+        except OSError as err:
             raise CLIError(f"Cannot read {source!r} as UTF-8 text: {err}") from err
     return [line.strip() for line in text.splitlines() if line.strip()]
 

@@ -404,3 +404,48 @@ def test_predict_refuses_an_edited_config_that_would_allocate_gigabytes(made):
     status, out, err, seconds = _predict_child(model, made / "digits.npy")
     assert status == 1, (out, err)
     assert "config.cfg" in err and "Traceback" not in err, err
+
+
+# ------------------------------------------------------------------- the inputs of plait predict
+
+
+def test_predict_reads_its_input_through_the_safe_reader(made, cli, tmp_path):
+    import io
+
+    # A small .npy whose header declares 300 GB: refused before anything is allocated.
+    buf = io.BytesIO()
+    numpy.save(buf, numpy.zeros((1, 784), dtype="float32"))
+    bomb = tmp_path / "bomb.npy"
+    bomb.write_bytes(buf.getvalue().replace(b"(1, 784)", b"(99999999, 784)"))
+    status, out, err = cli("predict", made / "run", bomb)
+    assert status == 1 and "declares an array of shape (99999999, 784)" in err
+    # The same inside an .npz.
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "bomb.npz", "w") as archive:
+        archive.writestr("x_test.npy", bomb.read_bytes())
+    status, out, err = cli("predict", made / "run", tmp_path / "bomb.npz")
+    assert status == 1 and "bomb.npz" in err and "Traceback" not in err
+    # Pickled objects are refused without a hint to allow them.
+    numpy.save(tmp_path / "objects.npy", numpy.array([{"a": 1}], dtype=object), allow_pickle=True)
+    status, out, err = cli("predict", made / "run", tmp_path / "objects.npy")
+    assert status == 1 and "allow_pickle" not in err and "objects.npy" in err
+    # A good .npz still works.
+    numpy.savez(tmp_path / "good.npz", x_test=numpy.zeros((2, 28, 28), dtype="uint8"))
+    status, out, err = cli("predict", made / "run", tmp_path / "good.npz")
+    assert status == 0 and len(out.splitlines()) == 2, err
+
+
+def test_predict_refuses_a_fifo_as_input_without_blocking(made, tmp_path):
+    fifo = tmp_path / "input.npy"
+    os.mkfifo(fifo)
+    status, out, err, seconds = _predict_child(made / "run", fifo)
+    assert status == 1, (out, err)
+    assert "FIFO" in err and "Traceback" not in err
+    # Text models read lines the same way (read_lines, in a child: a block would fail the test).
+    fifo = tmp_path / "input.txt"
+    os.mkfifo(fifo)
+    code = ("import sys; from plait.cli._predict import read_lines; from plait.cli._common import CLIError\n"
+            "try:\n    read_lines(sys.argv[1])\nexcept CLIError as err:\n    print(err, file=sys.stderr); sys.exit(1)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "FIFO" in proc.stderr, proc.stderr
