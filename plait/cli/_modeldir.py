@@ -190,6 +190,14 @@ def read_meta(model_dir: Path) -> Dict[str, Any]:
     return meta
 
 
+def _why(err: BaseException) -> str:
+    """An exception as words: its message on one line (a KeyError's says which entry is missing)."""
+    if isinstance(err, KeyError):
+        return f"the entry {err} is missing"
+    text = " ".join(str(err).split())[:500]
+    return text or type(err).__name__
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -217,7 +225,7 @@ def read_config(model_dir: Path) -> Any:
     try:
         config = Config().from_str(text, interpolate=False)
     except Exception as err:
-        raise damaged(model_dir, CONFIG_FILE, "", f"it cannot be parsed ({type(err).__name__}: {' '.join(str(err).split())})") from None
+        raise damaged(model_dir, CONFIG_FILE, "", f"it cannot be parsed ({_why(err)})") from None
     if "model" not in config or not isinstance(config["model"], dict):
         raise damaged(model_dir, CONFIG_FILE, "[model]", "the section is missing")
     return config
@@ -299,7 +307,7 @@ def load_model_dir(path: Path, *, raw_weights: bool = False) -> LoadedModel:
         model = registry.resolve({"model": config["model"]}, validate=True)["model"]
     except Exception as err:
         raise damaged(
-            path, CONFIG_FILE, "[model]", f"the model cannot be rebuilt from it ({type(err).__name__}: {' '.join(str(err).split())[:500]})",
+            path, CONFIG_FILE, "[model]", f"the model cannot be rebuilt from it ({_why(err)})",
         ) from err
     rel = RAW_WEIGHTS_FILE if raw_weights and os.path.lexists(path / RAW_WEIGHTS_FILE) else MODEL_FILE
     data, msg = read_weights(path, rel)
@@ -312,7 +320,7 @@ def load_model_dir(path: Path, *, raw_weights: bool = False) -> LoadedModel:
     except Exception as err:
         raise damaged(
             path, SAMPLE_FILE, "'X'/'Y'", f"the model of {CONFIG_FILE} cannot be initialized on it "
-            f"({type(err).__name__}: {' '.join(str(err).split())[:500]})",
+            f"({_why(err)})",
         ) from err
     try:
         model.from_bytes(data)
@@ -517,6 +525,8 @@ def set_rng_states(states: Dict[str, Any], data_rng: numpy.random.Generator, mod
     import random
 
     try:
+        if not isinstance(states, dict):
+            raise ValueError(f"it is {_short(states)}, not an object")
         name, keys, pos, has_gauss, cached = states["numpy_global"]
         keys_array = numpy.asarray(keys, dtype=numpy.uint32)
         if keys_array.shape != (624,):
@@ -531,9 +541,10 @@ def set_rng_states(states: Dict[str, Any], data_rng: numpy.random.Generator, mod
         probe.bit_generator.state = states["data"]
         if type(probe.bit_generator) is not type(data_rng.bit_generator):
             raise ValueError("the data generator is of another kind")
-    except (KeyError, TypeError, ValueError, OverflowError) as err:
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError, AttributeError) as err:
+        why = f"the entry {err} is missing" if isinstance(err, KeyError) else " ".join(str(err).split())[:300]
         raise damaged(
-            model_dir, STATE_FILE, "'rng'", f"the random generator states cannot be restored ({type(err).__name__}: {err})",
+            model_dir, STATE_FILE, "'rng'", f"the random generator states cannot be restored ({why})",
             "The resume state is damaged or was edited: restore it, or start a new run instead of --resume",
         ) from None
     numpy.random.set_state((name, keys_array, pos, has_gauss, cached))
