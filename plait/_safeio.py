@@ -143,7 +143,7 @@ def _check_inside(path: str, root: PathLike) -> str:
             path,
             "",
             f"it is a symbolic link (or lies under one) leading out of {os.fspath(root)!r}, to {real!r}",
-            "plait does not follow links out of a model directory; copy the file itself into the folder",
+            "Links out of a model directory are not followed: copy the file itself into the folder",
         )
     return real
 
@@ -174,7 +174,7 @@ def _open_checked(path: PathLike, limit: Optional[int], root: Optional[PathLike]
             )
             real = os.path.realpath(path)
             shown = f" (the link leads to {real!r})" if real != os.path.abspath(path) else ""
-            raise UnsafeFileError(path, "", f"it is {kind}{shown}, not a regular file", "plait reads only regular files; put the file itself there")
+            raise UnsafeFileError(path, "", f"it is {kind}{shown}, not a regular file", "Only regular files are read: put the file itself there")
         limit = MAX_FILE_BYTES if limit is None else limit
         if info.st_size > limit:
             raise UnsafeFileError(
@@ -257,7 +257,7 @@ def _npy_header(stream: BinaryIO, path: Any, member: str) -> Tuple[Tuple[int, ..
     if dtype.hasobject:
         raise UnsafeFileError(
             path, member, f"it holds Python objects (dtype {dtype})",
-            "plait never loads pickled objects from files; save plain numeric arrays instead",
+            "Pickled objects are never loaded from files (they could run code): save plain numeric arrays instead",
         )
     if not isinstance(shape, tuple) or any(not isinstance(n, int) or n < 0 for n in shape):
         raise DamagedFileError(path, member, f"it declares the invalid shape {shape!r}", "restore the file from a good copy")
@@ -443,7 +443,7 @@ def check_hdf5(group: Any, path: str, *, max_objects: int = 1_000_000) -> None:
             if isinstance(link, h5py.ExternalLink):
                 raise UnsafeFileError(
                     path, where, f"it is an external link to {link.filename!r}:{link.path!r}",
-                    "plait does not read other files named inside an HDF5 file; save the weights into the file itself",
+                    "Other files named inside an HDF5 file are never read: save the weights into the file itself",
                 )
             if isinstance(link, h5py.SoftLink):
                 continue  # resolves inside this file, to an object visited by its hard link
@@ -479,9 +479,9 @@ def _check_dataset_storage(dataset: Any, path: str, where: str) -> None:
     except Exception as err:
         raise DamagedFileError(path, where, f"its storage cannot be read ({type(err).__name__}: {err})", "the file is damaged; restore it from a good copy") from None
     if layout == getattr(h5py.h5d, "VIRTUAL", -12345) or getattr(dataset, "is_virtual", False):
-        raise UnsafeFileError(path, where, "it is a virtual dataset (its data live in other files)", "plait reads only data stored in the file itself; save the weights as ordinary datasets")
+        raise UnsafeFileError(path, where, "it is a virtual dataset (its data live in other files)", "Only data stored in the file itself are read: save the weights as ordinary datasets")
     if external:
-        raise UnsafeFileError(path, where, f"its data are stored in {external} external raw file(s)", "plait reads only data stored in the file itself; save the weights as ordinary datasets")
+        raise UnsafeFileError(path, where, f"its data are stored in {external} external raw file(s)", "Only data stored in the file itself are read: save the weights as ordinary datasets")
     try:
         filters = [plist.get_filter(i)[0] for i in range(plist.get_nfilters())]
     except Exception as err:
