@@ -69,7 +69,6 @@ import stat
 import sys
 import tempfile
 import zipfile
-from struct import error as struct_error
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Dict, Iterator, Mapping, Optional, Tuple, Union
 

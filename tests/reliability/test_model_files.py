@@ -23,7 +23,7 @@ import pytest
 import srsly
 
 from plait import _safeio
-from plait.api import Linear, Relu, Softmax, chain
+from plait.api import Relu, Softmax, chain
 from plait.cli import _modeldir as md
 from plait.cli._common import CLIError
 
