@@ -283,7 +283,9 @@ class registry(confection.registry):
         kwargs = {"overrides": overrides, "interpolate": interpolate, "validate": validate}
         if schema is not None:
             kwargs["schema"] = schema
-        return super().fill(config, **kwargs)
+        filled = super().fill(config, **kwargs)
+        # As plait's Config, so that interpolating the result later is bounded too.
+        return Config(filled, is_interpolated=filled.is_interpolated, section_order=filled.section_order)
 
     @classmethod
     def _check_names(cls, config: Mapping[str, Any], overrides: Mapping[str, Any]) -> None:
