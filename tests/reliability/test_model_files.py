@@ -237,6 +237,7 @@ def test_exponential_config_interpolation_is_refused_quickly(tmp_path):
         from plait.config import Config, ConfigValidationError, registry
         text = open({str(cfg)!r}).read()
         for load in (lambda: Config().from_str(text),
+                     lambda: registry.fill(Config().from_str(text, interpolate=False)).interpolate(),
                      lambda: registry.resolve(Config().from_str(text, interpolate=False)),
                      lambda: Config().from_str(text, interpolate=False).interpolate()):
             try:
@@ -614,6 +615,36 @@ def test_chainer_load_failing_half_way_changes_nothing(tmp_path, fmt):
     with pytest.raises(ValueError, match="shape"):
         (S.load_npz(npz, model) if fmt == "npz" else S.load_hdf5(h5, model))
     assert all(numpy.array_equal(p.data, b) for (_, p), b in zip(model.namedparams(), before))
+
+
+@pytest.mark.parametrize("fmt", ["npz", "h5"])
+def test_chainer_optimizer_load_failing_half_way_changes_nothing(tmp_path, fmt):
+    from plait.chainer import links as L, optimizers as O, serializers as S
+
+    link = L.Linear(3, 2)
+    opt = O.Adam()
+    opt.setup(link)
+    link.W.grad = numpy.ones_like(link.W.data)
+    link.b.grad = numpy.ones_like(link.b.data)
+    opt.update()
+    good = tmp_path / "opt.npz"
+    S.save_npz(good, opt)
+    arrays = dict(numpy.load(good))
+    arrays["t"] = numpy.array(99)
+    arrays["W/m"] = numpy.full((2, 3), 5.0, "f4")
+    arrays["b/v"] = numpy.array(["x", "y"]) if fmt == "npz" else numpy.array([b"x", b"y"])
+    npz, h5 = _chainer_files(tmp_path, arrays) if fmt == "h5" else (tmp_path / "bad.npz", None)
+    if fmt == "npz":
+        numpy.savez(npz, **arrays)
+    t_before = opt.t
+    states = {name: {k: v.copy() for k, v in state.items()} for name, state in opt._states.items()}
+    with pytest.raises(ValueError, match="dtype"):
+        (S.load_npz(npz, opt) if fmt == "npz" else S.load_hdf5(h5, opt))
+    assert opt.t == t_before
+    for name, state in opt._states.items():
+        for key, value in state.items():
+            assert numpy.array_equal(value, states[name][key]), (name, key)
+    S.load_npz(good, opt)  # a good file still loads
 
 
 def chainer_chain():
