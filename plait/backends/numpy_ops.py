@@ -138,8 +138,10 @@ class NumpyOps(ActKernels, SeqKernels, GatherKernels, LstmKernels, NormKernels, 
             first = X[0]
             if type(first) is numpy.ndarray and first.ndim >= 1:
                 dt, nd = first.dtype, first.ndim
+                # Some array must have values: where none has, the reference (as Thinc) returns
+                # zeros of the first one's shape in float32, not a concatenation.
                 if all(type(x) is numpy.ndarray and x.dtype == dt and x.ndim == nd for x in X) and any(
-                    x.shape[0] for x in X
+                    x.size for x in X
                 ):
                     try:
                         return numpy.concatenate(X)
