@@ -312,6 +312,12 @@ def load_model_dir(path: Path, *, raw_weights: bool = False) -> LoadedModel:
     rel = RAW_WEIGHTS_FILE if raw_weights and os.path.lexists(path / RAW_WEIGHTS_FILE) else MODEL_FILE
     data, msg = read_weights(path, rel)
     check_dims(path, model, msg, rel)
+    n_out = model.maybe_get_dim("nO") if "nO" in getattr(model, "_dims", {}) else None
+    if n_out is not None and n_out != len(meta["labels"]):
+        raise damaged(
+            path, META_FILE, "'labels'",
+            f"it lists {len(meta['labels'])} labels, but the model saved in {rel} outputs {n_out} scores",
+        )
     sample = read_sample(path)
     try:
         initialize_model(model, sample["X"], sample["Y"], meta["task"], len(meta["labels"]))

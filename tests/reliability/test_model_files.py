@@ -732,6 +732,8 @@ DAMAGES = {
     "meta: no labels": (_edit_json(md.META_FILE, lambda m: m.pop("labels")), md.META_FILE, "'labels'"),
     "meta: labels empty": (_edit_json(md.META_FILE, lambda m: m.update(labels=[])), md.META_FILE, "'labels'"),
     "meta: label not str": (_edit_json(md.META_FILE, lambda m: m["labels"].__setitem__(0, 5)), md.META_FILE, "'labels'[0]"),
+    "meta: a label fewer": (_edit_json(md.META_FILE, lambda m: m["labels"].pop()), md.META_FILE, "'labels'"),
+    "meta: a label more": (_edit_json(md.META_FILE, lambda m: m["labels"].append("extra")), md.META_FILE, "'labels'"),
     "meta: not json": (_write(md.META_FILE, b"{nope"), md.META_FILE, "line"),
     "meta: a list": (_write(md.META_FILE, b"[1, 2]"), md.META_FILE, None),
     "meta: not utf8": (_write(md.META_FILE, b"\xff\xfe{}"), md.META_FILE, "byte"),
