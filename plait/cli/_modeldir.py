@@ -53,11 +53,6 @@ BEST, LAST = "model-best", "model-last"
 # Atomic writes
 
 
-def remove_dir(path: Path) -> None:
-    """Delete a model directory: first renamed away (atomic), so no half-deleted copy is ever seen."""
-    remove_dir_atomically(path)
-
-
 def clean_stale(output: Path) -> None:
     """Remove what a killed run left in `output`: temporary folders and files; finish a half swap."""
     if not output.is_dir():

@@ -187,6 +187,12 @@ def _prepare(
             f"Invalid config {str(config_path)!r}",
             ["[data]: the dev split is empty, and training scores every evaluation on it"],
         )
+    if resume_dir is not None:
+        # The saved weights' dims against the config's before initialize() allocates anything: an
+        # edited (or another run's) config could otherwise ask for gigabytes first.
+        rel = md.RAW_WEIGHTS_FILE if os.path.lexists(resume_dir / md.RAW_WEIGHTS_FILE) else md.MODEL_FILE
+        _, saved_weights = md.read_weights(resume_dir, rel)
+        md.check_dims(resume_dir, model, saved_weights, rel)
     sample_idx = numpy.arange(min(_INIT_SAMPLE, len(dataset.train)))
     X_init = take(dataset.train.X, sample_idx)
     Y_init = take(dataset.train.Y, sample_idx)

@@ -357,6 +357,24 @@ def test_a_resume_state_with_a_huge_step_is_refused_at_once(made, cli):
     assert "state.json" in err and "'step'" in err and time.monotonic() - t0 < 30
 
 
+def test_resume_with_an_edited_config_is_refused_before_it_allocates(made):
+    run = _copy(made, "resume-big")
+    config = run / LAST / "config.cfg"
+    text = config.read_text()
+    assert "nO = 32" in text
+    config.write_text(text.replace("nO = 32", "nO = 200000"))
+    code = (
+        "import resource, sys\n"
+        # 1.5 GB of address space: far less than a 200000-wide layer asks for.
+        "resource.setrlimit(resource.RLIMIT_AS, (1_500_000_000, 1_500_000_000))\n"
+        "from plait.cli import main\n"
+        f"sys.exit(main(['train', '--resume', {str(run)!r}, '--set', 'training.max_steps=8']))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, (proc.stdout, proc.stderr[-2000:])
+    assert "config.cfg" in proc.stderr and "nO" in proc.stderr and "MemoryError" not in proc.stderr, proc.stderr
+
+
 # ------------------------------------------------------------------- a stranger's model directory
 
 
