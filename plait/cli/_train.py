@@ -192,7 +192,16 @@ def _prepare(
         # edited (or another run's) config could otherwise ask for gigabytes first.
         rel = md.RAW_WEIGHTS_FILE if os.path.lexists(resume_dir / md.RAW_WEIGHTS_FILE) else md.MODEL_FILE
         _, saved_weights = md.read_weights(resume_dir, rel)
-        md.check_dims(resume_dir, model, saved_weights, rel)
+        try:
+            md.check_dims(resume_dir, model, saved_weights, rel)
+        except CLIError as err:
+            if Path(config_path) == resume_dir / md.CONFIG_FILE:
+                raise  # the run folder's own config was edited: a damaged directory
+            raise CLIError(
+                f"Cannot resume from {str(resume_dir)!r} with the config {str(config_path)!r}: its model "
+                f"does not fit the saved weights ({str(err).split(': ', 1)[-1].rstrip('.')}). Resume with "
+                "the config the run was started with."
+            ) from None
     sample_idx = numpy.arange(min(_INIT_SAMPLE, len(dataset.train)))
     X_init = take(dataset.train.X, sample_idx)
     Y_init = take(dataset.train.Y, sample_idx)
