@@ -315,10 +315,9 @@ class PyTorchShim(Shim):
 
 
 def _load_msg(where: str, bytes_data: bytes, key: str) -> Dict[str, Any]:
-    try:
-        msg = srsly.msgpack_loads(bytes_data)
-    except Exception as err:
-        raise ValueError(f"{where}.from_bytes: the data is not valid msgpack ({err}).") from err
+    from ..model import _msgpack_loads  # keeps the garbage collector on when unpacking fails
+
+    msg = _msgpack_loads(bytes_data, f"{where}.from_bytes")
     if not isinstance(msg, dict) or key not in msg or "config" not in msg:
         found = sorted(msg) if isinstance(msg, dict) else type(msg).__name__
         raise ValueError(

@@ -271,10 +271,9 @@ class TensorFlowShim(Shim):
             return self
         if not isinstance(data, (bytes, bytearray)):
             raise TypeError(f"TensorFlowShim {self.id}: from_bytes expects bytes, got {type(data).__name__}.")
-        try:
-            msg = srsly.msgpack_loads(bytes(data))
-        except Exception as err:
-            raise ValueError(f"TensorFlowShim {self.id}: the data is not valid msgpack ({err}).") from err
+        from ..model import _msgpack_loads  # keeps the garbage collector on when unpacking fails
+
+        msg = _msgpack_loads(bytes(data), f"TensorFlowShim {self.id}")
         if not isinstance(msg, dict) or msg.get("format") != _FORMAT:
             raise ValueError(
                 f"TensorFlowShim {self.id}: the data is not a plait Keras weights record. Load "

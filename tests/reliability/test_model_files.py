@@ -886,3 +886,17 @@ def test_one_atomic_writer_is_used_everywhere():
     for module in (util, npz, hdf5, md):
         source = inspect.getsource(module)
         assert "mkstemp(" not in source and "os.replace(" not in source and "mkdtemp(" not in source, module.__name__
+
+
+def test_framework_shims_keep_the_garbage_collector_on_after_bad_msgpack():
+    import gc
+
+    torch = pytest.importorskip("torch")
+    from plait.api import PyTorchWrapper_v2
+
+    model = PyTorchWrapper_v2(torch.nn.Linear(2, 2))
+    assert gc.isenabled()
+    for bad in (b"\xc1", b"\x92\xc1", b"\xdd\xff\xff\xff\xff"):
+        with pytest.raises(ValueError, match="msgpack"):
+            model.shims[0].from_bytes(bad)
+        assert gc.isenabled(), bad
