@@ -244,6 +244,41 @@ def hash_case(draw):
                                          draw(ints((n,), 0, 2**31, draw(st.sampled_from(["uint64", "int64", "int32", "float64"]))))]}
 
 
+@st.composite
+def misc_case(draw):
+    """padded2list with tampered indices/lengths, pad/unpad, unflatten with huge lengths,
+    backprop_maxout_affine, get_dropout_mask."""
+    method = draw(st.sampled_from(["padded2list", "padded2list", "pad", "unpad", "unflatten",
+                                   "backprop_maxout_affine", "get_dropout_mask"]))
+    nB, nL, nO = draw(st.integers(0, 4)), draw(st.integers(0, 4)), draw(st.integers(0, 3))
+    if method == "padded2list":
+        lengths = sorted(draw(st.lists(st.integers(0, nL), min_size=nB, max_size=nB)), reverse=True)
+        indices = draw(st.permutations(list(range(nB))))
+        if draw(st.booleans()):
+            indices = draw(st.lists(st.integers(-1, nB), min_size=nB, max_size=nB + 1))
+        if draw(st.integers(0, 3)) == 0:
+            lengths = draw(st.lists(st.integers(-1, nL + 2), min_size=nB, max_size=nB))
+        size_at_t = [sum(1 for n in lengths if n > t) for t in range(nL)]
+        parts = [draw(values((nL, nB, nO))), ("lit", numpy.array(size_at_t, dtype="int32")),
+                 ("arr", numpy.array(lengths, dtype="int32"), "c"), ("arr", numpy.array(indices, dtype="int32"), "c")]
+        return {"method": method, "args": [("padded", parts)]}
+    if method == "pad":
+        seqs = ("list", [draw(values((draw(st.integers(0, 4)), nO))) for _ in range(draw(st.integers(0, 3)))])
+        return {"method": method, "args": [seqs], "kwargs": {"round_to": ("lit", draw(st.integers(-1, 3)))}}
+    if method == "unpad":
+        return {"method": method, "args": [draw(values((nB, nL, nO))), ("lit", draw(st.lists(st.integers(-1, nL + 1), max_size=5)))]}
+    if method == "unflatten":
+        big = draw(st.lists(st.sampled_from([0, 1, 2, 2**31, 2**62, 2**63 - 1, -(2**62)]), max_size=5))
+        return {"method": method, "args": [draw(values((nL, nO))), ("arr", numpy.array(big, dtype="int64"), "c")]}
+    if method == "backprop_maxout_affine":
+        P, nI = draw(st.integers(1, 9)), draw(st.integers(0, 3))
+        return {"method": method, "args": [draw(values((nB, nO))), draw(ints((nB, nO), -1, P + 1)),
+                                            draw(values((nB, nI))), draw(values((nO, P, nI)))]}
+    shape = draw(st.sampled_from([(nB, nO), nB, (nB,), [nB, nO], (-1,), (2.5,)]))
+    return {"method": method, "args": [("lit", shape), ("lit", draw(st.sampled_from([0.0, 0.1, 0.5, 1.0, None, -0.1])))],
+            "loose": True}
+
+
 def _check(cases, tmp_path):
     results = run_cases(cases, tmp_path, timeout=120)
     bad = [f"{describe_case(c)}: {r['fail']}" if r else f"{describe_case(c)}: no result"
@@ -283,6 +318,6 @@ def test_fuzz_pool_conv_gemm(tmp_path, cases):
 
 
 @settings(max_examples=15 * _SCALE, **SETTINGS)
-@given(st.lists(st.one_of(lstm_case(), hash_case()), min_size=10, max_size=25))
+@given(st.lists(st.one_of(lstm_case(), hash_case(), misc_case()), min_size=10, max_size=25))
 def test_fuzz_lstm_hash(tmp_path, cases):
     _check(cases, tmp_path)
