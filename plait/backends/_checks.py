@@ -324,3 +324,13 @@ def check_pool_which(fn: str, which: Any, K: int) -> None:
                 f"window of {K}, got {bad}. Pass the 'which' that max_pool_nd returned with the "
                 f"same ksize."
             )
+
+
+def check_writeable(fn: str, name: str, X: Any, why: str = "it is updated in place") -> None:
+    """ValueError naming the argument where an op must write into a read-only array."""
+    # NOTE: older cupy arrays have no writeable flag (they always are).
+    if not bool(getattr(getattr(X, "flags", None), "writeable", True)):
+        raise ValueError(
+            f"Ops.{fn}: argument '{name}' is read-only ({describe(X)}), but {why}. Pass a "
+            f"writeable array: {name}.copy()."
+        )

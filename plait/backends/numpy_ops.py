@@ -34,7 +34,10 @@ def _matmul(x: Any, y: Any, out: Any, trans1: bool, trans2: bool) -> Optional[Fl
     if A.shape[1] != B.shape[0]:
         return None
     if out is not None and (
-        type(out) is not numpy.ndarray or out.dtype != dtype or out.shape != (A.shape[0], B.shape[1])
+        type(out) is not numpy.ndarray
+        or out.dtype != dtype
+        or out.shape != (A.shape[0], B.shape[1])
+        or not out.flags.writeable
     ):
         return None
     if A.shape[1] == 1:

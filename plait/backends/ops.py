@@ -48,6 +48,7 @@ from ._checks import (
     check_conv_arrays,
     check_conv_stride,
     check_pool_which,
+    check_writeable,
     check_lengths,
     check_same_shape,
     cumsum_dtype,
@@ -230,7 +231,7 @@ class Ops(ConvOps):
 
         (M, N * (2 * nW + 1)) -> (M, N)
         """
-        check_array("backprop_seq2col", "dY", dY, ndim=2)
+        check_array("backprop_seq2col", "dY", dY, ndim=2, kind="r")
         nM = dY.shape[0]
         width = 2 * int(nW) + 1 if isinstance(nW, (int, numpy.integer)) and nW >= 0 else 1
         if dY.shape[1] % width:
@@ -294,6 +295,13 @@ class Ops(ConvOps):
             if tuple(out.shape) != (A.shape[0], B.shape[1]):
                 raise ValueError(
                     f"Ops.gemm: 'out' must have shape {(A.shape[0], B.shape[1])}, got {tuple(out.shape)}."
+                )
+            check_writeable("gemm", "out", out, "the product is written into it")
+            result = numpy.result_type(A.dtype, B.dtype)
+            if not numpy.can_cast(result, out.dtype, "same_kind"):
+                raise TypeError(
+                    f"Ops.gemm: cannot write the {result} product into 'out' ({describe(out)}) "
+                    f"without truncating it. Pass an 'out' of dtype {result}, or none."
                 )
             xp.matmul(A, B, out=out)
             return out
@@ -575,6 +583,11 @@ class Ops(ConvOps):
         self, X: Any, ksize: Any, stride: Any = None, pad: Any = 0, cover_all: bool = True
     ) -> Tuple[Any, Any]:
         check_conv_arrays("max_pool_nd", (("X", X),))
+        if X.dtype.kind == "b":
+            raise TypeError(
+                f"Ops.max_pool_nd: argument 'X' must hold numbers, got {describe(X)}. "
+                f"Cast it first: X.astype('float32')."
+            )
         return super().max_pool_nd(X, ksize, stride, pad, cover_all)
 
     def backprop_max_pool_nd(
@@ -1680,6 +1693,7 @@ class Ops(ConvOps):
         As in Thinc (numpy's add.at): any real dtypes, array-like indices and values.
         """
         check_array("scatter_add", "table", table, min_ndim=1, kind="r")
+        check_writeable("scatter_add", "table", table, "the values are added into it in place")
         indices = operand("scatter_add", "indices", indices, self.xp)
         values = operand("scatter_add", "values", values, self.xp)
         check_array("scatter_add", "indices", indices, kind="i")
@@ -1734,6 +1748,10 @@ class Ops(ConvOps):
         for name, arr in (("gradient", gradient), ("mom1", mom1), ("mom2", mom2)):
             check_array("adam", name, arr, kind="r" if name == "gradient" else "f")
             check_same_shape("adam", "weights", weights, name, arr)
+        for name, arr in (("weights", weights), ("mom1", mom1), ("mom2", mom2)):
+            check_writeable("adam", name, arr)
+        if not keep_gradient:
+            check_writeable("adam", "gradient", gradient, "it is zeroed in place (or pass keep_gradient=True)")
         mom1 *= beta1
         mom1 += (1.0 - beta1) * gradient
         mom2 *= beta2
@@ -1778,6 +1796,9 @@ class Ops(ConvOps):
         if averages is not None:
             check_array("adam_step", "averages", averages, kind="f")
             check_same_shape("adam_step", "weights", weights, "averages", averages)
+        for name, arr in (("weights", weights), ("gradient", gradient), ("mom1", mom1), ("mom2", mom2), ("averages", averages)):
+            if arr is not None:
+                check_writeable("adam_step", name, arr)
         if grad_clip < 0:
             raise ValueError(
                 f"Ops.adam_step: 'grad_clip' must be >= 0 (0 switches clipping off), got {grad_clip}."
