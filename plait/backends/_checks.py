@@ -95,6 +95,13 @@ def check_lengths(
     if exact or n_rows is None:
         for i, v in enumerate(values):
             _check_length(fn, i, v, allow_zero)
+        if n_rows is None and sum(values) > _MAX_ROWS:
+            # NOTE: numpy.repeat (the backprops) sums the lengths in int64 unchecked: a sum that
+            # wraps around makes it write past its output (a segfault, not an error).
+            raise ValueError(
+                f"Ops.{fn}: lengths sum to {sum(values)} rows, more than an array can hold "
+                f"({_MAX_ROWS}); pass one length per sequence, each the number of its rows."
+            )
         if n_rows is not None and sum(values) != n_rows:
             raise mismatch(
                 f"Ops.{fn}: lengths must sum up to the number of rows of '{X_name}' ({n_rows}), "
@@ -113,6 +120,9 @@ def check_lengths(
                 f"{len(values)} lengths). Pass one length per sequence of '{X_name}'."
             )
     return values
+
+
+_MAX_ROWS = 2**63 - 1
 
 
 def _check_length(fn: str, i: int, v: int, allow_zero: bool) -> None:

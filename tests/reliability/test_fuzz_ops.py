@@ -96,6 +96,8 @@ def lengths_for(draw, n_rows):
         cuts = sorted(draw(st.lists(st.integers(0, n_rows), max_size=4)))
         bounds = [0] + cuts + [n_rows]
         lens = [b - a for a, b in zip(bounds, bounds[1:])]
+    elif mode == 5:  # values whose int64 running sum wraps around
+        lens = draw(st.lists(st.sampled_from([0, 1, n_rows, 2**31 - 1, 2**62, 2**63 - 1]), max_size=5))
     else:
         lens = draw(st.lists(st.integers(-2, n_rows + 2), max_size=5))
     dtype = draw(st.sampled_from(["int32", "int32", "int64", "uint64", "float32"]))

@@ -336,3 +336,72 @@ def test_lstm_kernels_take_read_only_inputs():
     big = _read_only(F(80, 64, lo=0.01, hi=0.99))[0]
     numpy.testing.assert_allclose(fast.dsigmoid(big), ref.dsigmoid(big), rtol=1e-6)
     numpy.testing.assert_allclose(fast.dtanh(big), ref.dtanh(big), rtol=1e-6)
+
+
+# --- extreme values: lengths whose int64 sum wraps, huge window/piece/kernel sizes ------------
+
+
+def extreme_cases():
+    """Scalars and lengths at the edges of the kernels' integer types (found crashing numpy's
+    repeat in the reference backprops before lengths were summed exactly)."""
+    X = numpy.random.rand(5, 3).astype('f')
+    wrap = numpy.array([2**62, 2**62, 2**62, 2**62 + 5], 'int64')
+    wrap2 = numpy.array([2**63 - 1, 2**63 - 1, 7], 'int64')
+    neg = numpy.array([7, -2], 'int64')
+    cases = []
+
+    def A(a):
+        return ("arr", a, "c")
+
+    def L(v):
+        return ("lit", v)
+
+    for m in ("reduce_sum", "reduce_mean", "reduce_max", "reduce_first", "reduce_last"):
+        for lens in (wrap, wrap2, neg, wrap.astype('uint64')):
+            cases.append({"method": m, "args": [A(X), A(lens)]})
+    for m in ("backprop_reduce_sum", "backprop_reduce_mean"):
+        for lens in (wrap, wrap2, neg):
+            cases.append({"method": m, "args": [A(numpy.random.rand(len(lens), 3).astype('f')), A(lens)]})
+    cases.append({"method": "backprop_reduce_max", "args": [A(numpy.random.rand(4, 3).astype('f')), A(numpy.zeros((4, 3), 'int32')), A(wrap)]})
+    cases.append({"method": "backprop_reduce_first", "args": [A(numpy.random.rand(2, 3).astype('f')), A(numpy.array([0, 2**62, 5], 'int64'))]})
+    cases.append({"method": "backprop_reduce_first", "args": [A(numpy.random.rand(2, 3).astype('f')), A(numpy.array([0, -3, 5], 'int64'))]})
+    cases.append({"method": "backprop_reduce_last", "args": [A(numpy.random.rand(2, 3).astype('f')), A(numpy.array([2**62, 4], 'int64'))]})
+    cases.append({"method": "backprop_reduce_last", "args": [A(numpy.random.rand(2, 3).astype('f')), A(numpy.array([-7, 4], 'int64'))]})
+    for nW in (2**31, 2**40, 2**62, -5):
+        cases.append({"method": "seq2col", "args": [A(X), L(nW)]})
+        cases.append({"method": "seq2col", "args": [A(X), L(nW)], "kwargs": {"lengths": A(numpy.array([2, 3], 'int32'))}})
+        cases.append({"method": "backprop_seq2col", "args": [A(X), L(nW)]})
+    for lens in (wrap, wrap2, neg):
+        cases.append({"method": "seq2col", "args": [A(X), L(1)], "kwargs": {"lengths": A(lens)}})
+        cases.append({"method": "backprop_seq2col", "args": [A(numpy.random.rand(5, 9).astype('f')), L(1)], "kwargs": {"lengths": A(lens)}})
+    for P in (2**31, 2**62, -1, 0):
+        cases.append({"method": "backprop_maxout", "args": [A(X), A(numpy.zeros((5, 3), 'int32')), L(P)]})
+    cases.append({"method": "backprop_maxout", "args": [A(X), A(numpy.full((5, 3), 2**31 - 1, 'int32')), L(2)]})
+    cases.append({"method": "backprop_maxout", "args": [A(X), A(numpy.full((5, 3), -2**31, 'int32')), L(2)]})
+    cases.append({"method": "backprop_maxout_affine", "args": [A(X), A(numpy.full((5, 3), 2**31 - 1, 'int32')), A(numpy.random.rand(5, 4).astype('f')), A(numpy.random.rand(3, 9, 4).astype('f'))]})
+    cases.append({"method": "backprop_maxout_affine", "args": [A(X), A(numpy.full((5, 3), -1, 'int64')), A(numpy.random.rand(5, 4).astype('f')), A(numpy.random.rand(3, 9, 4).astype('f'))]})
+    cases.append({"method": "backprop_reduce_max", "args": [A(numpy.random.rand(2, 3).astype('f')), A(numpy.full((2, 3), 2**31 - 1, 'int32')), A(numpy.array([2, 3], 'int32'))]})
+    cases.append({"method": "backprop_reduce_max", "args": [A(numpy.random.rand(2, 3).astype('f')), A(numpy.full((2, 3), -1, 'int64')), A(numpy.array([2, 3], 'int32'))]})
+    cases.append({"method": "gather_add", "args": [A(X), A(numpy.array([[2**40, -2**40]], 'int64'))]})
+    cases.append({"method": "scatter_add", "args": [A(X), A(numpy.array([2**40, -2**40], 'int64')), A(numpy.ones((2, 3), 'f'))]})
+    for ks in (2**31, 2**40, 0, -1):
+        cases.append({"method": "max_pool_nd", "args": [A(numpy.random.rand(1, 1, 4, 4).astype('f')), L(ks)]})
+        cases.append({"method": "max_pool_nd", "args": [A(numpy.random.rand(1, 1, 4, 4).astype('f')), L(2), L(ks)]})
+        cases.append({"method": "max_pool_nd", "args": [A(numpy.random.rand(1, 1, 4, 4).astype('f')), L(2), L(2), L(ks)]})
+        cases.append({"method": "conv_nd", "args": [A(numpy.random.rand(1, 1, 4, 4).astype('f')), A(numpy.random.rand(1, 1, 2, 2).astype('f')), L(None), L(ks)]})
+        cases.append({"method": "conv_nd", "args": [A(numpy.random.rand(1, 1, 4, 4).astype('f')), A(numpy.random.rand(1, 1, 2, 2).astype('f')), L(None), L(1), L(ks)]})
+        cases.append({"method": "conv_nd", "args": [A(numpy.random.rand(1, 1, 4, 4).astype('f')), A(numpy.random.rand(1, 1, 2, 2).astype('f')), L(None), L(1), L(0), L(ks)]})
+    for sizes in (numpy.array([2**31, 1], 'int64'), numpy.array([3, -1, 3], 'int32'), numpy.array([6], 'int32'), numpy.array([1, 3, 1], 'int32')):
+        p = numpy.random.rand(56).astype('f')
+        cases.append({"method": "lstm_forward_training", "args": [A(p), A(numpy.zeros((1, 1, 2), 'f')), A(numpy.zeros((1, 1, 2), 'f')), A(numpy.random.rand(5, 3).astype('f')), A(sizes)]})
+    cases.append({"method": "hash", "args": [A(numpy.array([1, 2], 'uint64')), L(2**64)]})
+    cases.append({"method": "ngrams", "args": [L(2**31), A(numpy.array([1, 2], 'uint64'))]})
+    cases.append({"method": "get_dropout_mask", "args": [L((2**40, 2**40)), L(0.5)], "loose": True})
+    return cases
+
+
+def test_extreme_lengths_and_sizes(tmp_path):
+    cases = extreme_cases()
+    results = run_cases(cases, tmp_path)
+    failures = _report(cases, results)
+    assert not failures, "\n".join(failures)
