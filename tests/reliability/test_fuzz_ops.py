@@ -184,12 +184,22 @@ def gather_case(draw):
 def pool_conv_case(draw):
     nB, C, H, W = draw(st.integers(0, 2)), draw(st.integers(1, 3)), draw(st.integers(1, 6)), draw(st.integers(1, 6))
     method = draw(st.sampled_from(["max_pool_nd", "avg_pool_nd", "backprop_max_pool_nd", "conv_nd",
-                                   "backprop_conv_nd", "gemm"]))
+                                   "backprop_conv_nd", "gemm", "unpool_nd", "backprop_avg_pool_nd",
+                                   "backprop_unpool_nd", "deconv_nd"]))
     k = draw(st.integers(1, 3))
     stride = draw(st.sampled_from([None, 1, 2, 3]))
     pad = draw(st.integers(0, 2))
-    if method in ("max_pool_nd", "avg_pool_nd"):
-        return {"method": method, "args": [draw(values((nB, C, H, W))), ("lit", k), ("lit", stride), ("lit", pad)]}
+    cover_all = ("lit", draw(st.booleans()))
+    if method in ("max_pool_nd", "avg_pool_nd", "unpool_nd"):
+        return {"method": method, "args": [draw(values((nB, C, H, W))), ("lit", k), ("lit", stride), ("lit", pad)],
+                "kwargs": {"cover_all": cover_all}}
+    if method in ("backprop_avg_pool_nd", "backprop_unpool_nd"):
+        return {"method": method, "args": [draw(values((nB, C, H, W))), ("lit", (nB, C, H + 1, W + 2)), ("lit", k),
+                                            ("lit", stride), ("lit", pad)], "kwargs": {"cover_all": cover_all}}
+    if method == "deconv_nd":
+        O = draw(st.integers(1, 3))
+        return {"method": method, "args": [draw(values((nB, O, H, W))), draw(values((O, C, k, k))), draw(values((C,))),
+                                            ("lit", stride), ("lit", pad), ("lit", draw(st.integers(1, 2)))]}
     if method == "backprop_max_pool_nd":
         s = stride or k
         oh = max(1, (H + 2 * pad - k + s - 1) // s + 1)
@@ -197,9 +207,11 @@ def pool_conv_case(draw):
         return {"method": method, "args": [draw(values((nB, C, oh, ow))), draw(ints((nB, C, oh, ow), -1, k * k + 1)),
                                             ("lit", (nB, C, H, W)), ("lit", k), ("lit", stride), ("lit", pad)]}
     if method == "conv_nd":
-        O = draw(st.integers(1, 3))
-        return {"method": method, "args": [draw(values((nB, C, H, W))), draw(values((O, C, k, k))),
-                                            draw(values((O,))), ("lit", stride), ("lit", pad)]}
+        G = draw(st.sampled_from([1, 1, 2, 3]))
+        O = draw(st.integers(1, 3)) * G
+        return {"method": method, "args": [draw(values((nB, C * G, H, W))), draw(values((O, C, k, k))),
+                                            draw(values((O,))), ("lit", stride), ("lit", pad),
+                                            ("lit", draw(st.sampled_from([1, 1, 2, 3]))), ("lit", G), cover_all]}
     if method == "backprop_conv_nd":
         O = draw(st.integers(1, 3))
         s = stride or 1
