@@ -509,6 +509,11 @@ class Ops(ConvOps):
 
     def padded2list(self, padded: Padded) -> List2d:
         """Unpack a Padded batch into its 2d sequences, in their original order."""
+        if not all(hasattr(padded, f) for f in ("data", "size_at_t", "lengths", "indices")):
+            raise TypeError(
+                f"Ops.padded2list: argument 'padded' must be a Padded (data, size_at_t, lengths, "
+                f"indices), got {describe(padded)}. Build it with ops.list2padded(...)."
+            )
         indices = [int(i) for i in self.to_numpy(padded.indices)]
         lengths = [int(n) for n in self.to_numpy(padded.lengths)]
         check_array("padded2list", "padded.data", padded.data, ndim=3)
@@ -538,6 +543,8 @@ class Ops(ConvOps):
         """Copy each array of Xs into the start of row i of a new zero array of `shape`."""
         if not Xs:
             raise ValueError("Ops.insert_into: 'Xs' is empty; pass at least one array.")
+        for i, x in enumerate(Xs):
+            check_array("insert_into", f"Xs[{i}]", x, min_ndim=1)
         out = self.alloc(shape, dtype=Xs[0].dtype)
         for i, x in enumerate(Xs):
             out[i, : x.shape[0]] = x

@@ -335,3 +335,64 @@ def test_fuzz_pool_conv_gemm(tmp_path, cases):
 @given(st.lists(st.one_of(lstm_case(), hash_case(), misc_case()), min_size=10, max_size=25))
 def test_fuzz_lstm_hash(tmp_path, cases):
     _check(cases, tmp_path)
+
+
+# --- every public Ops method, with whatever comes to hand -------------------------------------
+
+_RNG = numpy.random.RandomState(5)
+JUNK = [
+    ("lit", None), ("lit", []), ("lit", 1), ("lit", -1), ("lit", 0), ("lit", 2**40), ("lit", 0.5),
+    ("lit", (2, 3)), ("lit", "x"), ("lit", [[1.0, 2.0]]),
+    ("arr", _RNG.rand(3, 4).astype("f"), "c"), ("arr", _RNG.rand(3).astype("f"), "c"),
+    ("arr", _RNG.rand(2, 3, 4).astype("f"), "c"), ("arr", _RNG.rand(2, 2, 2, 2).astype("f"), "c"),
+    ("arr", numpy.array([1, 2], "int32"), "c"), ("arr", numpy.array([[0, 1]], "int64"), "c"),
+    ("arr", numpy.zeros((0, 3), "f"), "c"), ("arr", numpy.array([2**62, 2**62], "int64"), "c"),
+    ("arr", _RNG.rand(3, 4), "strided"), ("arr", _RNG.rand(3, 4).astype("f"), "ro"),
+    ("arr", numpy.array([1, 2], "uint64"), "c"), ("arr", numpy.ones((2, 2), bool), "c"),
+]
+RANDOM_METHODS = ("get_dropout_mask",)
+_SKIP = {"cblas", "device_type", "device_id", "use_blis"}
+
+
+def _public_methods():
+    import inspect
+
+    from plait.backends import NumpyOps
+
+    ops = NumpyOps()
+    out = []
+    for name, fn in inspect.getmembers(ops, callable):
+        if name.startswith("_") or name in _SKIP:
+            continue
+        try:
+            params = inspect.signature(fn).parameters.values()
+        except (TypeError, ValueError):
+            continue
+        positional = [p for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if len(positional) <= 5:
+            out.append((name, len(positional)))
+    return out
+
+
+PUBLIC_METHODS = _public_methods()
+
+
+@st.composite
+def junk_case(draw):
+    name, n = draw(st.sampled_from(PUBLIC_METHODS))
+    case = {"method": name, "args": [draw(st.sampled_from(JUNK)) for _ in range(n)]}
+    if name in RANDOM_METHODS:
+        case["loose"] = True
+    return case
+
+
+@settings(max_examples=20 * _SCALE, **SETTINGS)
+@given(st.lists(junk_case(), min_size=40, max_size=80))
+def test_fuzz_every_method_with_junk(tmp_path, cases):
+    _check(cases, tmp_path)
+
+
+def test_public_methods_found():
+    names = {n for n, _ in PUBLIC_METHODS}
+    assert {"relu", "scatter_add", "conv_nd", "padded2list", "lstm_forward_training"} <= names
+    assert len(names) > 100
