@@ -412,10 +412,18 @@ def test_a_damaged_cache_file_is_rebuilt(monkeypatch, tmp_path, damage):
     folder = tmp_path / "neon"
     so = next(p for p in folder.iterdir() if p.suffix == ".so")
     data = so.read_bytes()
+
+    def damage_on_disk(new_bytes):
+        # A new file in its place: this process still has the library mapped, and writing the
+        # mapped file in place would make its pages fault (SIGBUS) when next touched.
+        tmp = so.with_name(so.name + ".damaged")
+        tmp.write_bytes(new_bytes)
+        os.replace(tmp, so)
+
     if damage == "truncate":
-        so.write_bytes(data[: len(data) // 3])
+        damage_on_disk(data[: len(data) // 3])
     elif damage == "garbage":
-        so.write_bytes(data[:200] + b"\xcc" * (len(data) - 200))
+        damage_on_disk(data[:200] + b"\xcc" * (len(data) - 200))
     else:
         next(p for p in folder.iterdir() if p.suffix == ".sha256").unlink()
     monkeypatch.setattr(_fuse, "_plans", {})
