@@ -159,6 +159,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _print_traceback() -> None:
+    """The current exception's traceback on stderr, escaped: its messages can quote a stranger's
+    labels, paths or config values, which must not reach the terminal raw."""
+    from ._common import printable
+
+    sys.stderr.write(printable(traceback.format_exc(), keep="\n") + "\n")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit status."""
     args_list: List[str] = list(sys.argv[1:] if argv is None else argv)
@@ -178,7 +186,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _dispatch(args)
     except CLIError as err:
         if args.verbose:
-            traceback.print_exc()
+            _print_traceback()
         fail(err.message, err.details)
         return err.status
     except BrokenPipeError:
@@ -187,12 +195,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         if args.verbose:
-            traceback.print_exc()
+            _print_traceback()
         fail(f"plait {args.command}: interrupted")
         return EXIT_SIGINT
     except Exception as err:
         if args.verbose:
-            traceback.print_exc()
+            _print_traceback()
         fail(
             f"plait {args.command} failed: {type(err).__name__}: {err}",
             [] if args.verbose else ["(run with --verbose for the traceback)"],

@@ -467,3 +467,17 @@ def test_predict_refuses_a_fifo_as_input_without_blocking(made, tmp_path):
             "try:\n    read_lines(sys.argv[1])\nexcept CLIError as err:\n    print(err, file=sys.stderr); sys.exit(1)\n")
     proc = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "FIFO" in proc.stderr, proc.stderr
+
+
+
+def test_verbose_tracebacks_are_escaped_too(capsys):
+    from plait.cli import _print_traceback
+
+    try:
+        raise ValueError("label 'x\x1b]0;pwned\x07\x1b[2J' of a stranger's model")
+    except ValueError:
+        _print_traceback()
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "ValueError" in err, err
+    assert "\x1b" not in err and "\x07" not in err, repr(err)
+    assert "\\x1b" in err and err.count("\n") > 2  # escaped, and still one line per frame
