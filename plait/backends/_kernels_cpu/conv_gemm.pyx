@@ -899,6 +899,57 @@ cdef extern from *:
         }
     }
 
+    #ifdef PCG_X86_DISPATCH
+    /* AVX-512's 6-row packing: a[l * 6 + rr] = t[rr * ld + l] for l < L (six contiguous window
+       rows interleaved as the kernel's packed A), 16 positions at a time in vector registers:
+       rows paired (unpack lo/hi of 32-bit lanes), then the three pair streams interleaved as
+       64-bit units by two two-source permutes per output vector; writes sequential. */
+    typedef float pbl_v16f __attribute__((vector_size(64)));
+    typedef int32_t pbl_v16i __attribute__((vector_size(64)));
+    typedef double pbl_v8d __attribute__((vector_size(64)));
+    typedef int64_t pbl_v8i __attribute__((vector_size(64)));
+    PCG_V4 static void pbl_interleave6(const float* t, int64_t ld, float* a, int64_t L) {
+        int32_t mlo_[16], mhi_[16];
+        int64_t ma_[3][8], mb_[3][8];
+        int i, k, o;
+        for (i = 0; i < 8; i++) {
+            mlo_[2 * i] = i; mlo_[2 * i + 1] = 16 + i;
+            mhi_[2 * i] = 8 + i; mhi_[2 * i + 1] = 24 + i;
+        }
+        for (o = 0; o < 3; o++)
+            for (i = 0; i < 8; i++) {
+                const int m = 8 * o + i, l = m / 3, kk = m % 3;
+                ma_[o][i] = kk == 1 ? 8 + l : l;
+                mb_[o][i] = kk == 2 ? 8 + l : i;
+            }
+        pbl_v16i mlo, mhi;
+        pbl_v8i ma[3], mb[3];
+        memcpy(&mlo, mlo_, 64); memcpy(&mhi, mhi_, 64);
+        memcpy(ma, ma_, sizeof(ma)); memcpy(mb, mb_, sizeof(mb));
+        int64_t l = 0;
+        for (; l + 16 <= L; l += 16, a += 96) {
+            pbl_v16f r[6];
+            pbl_v8d lo[3], hi[3];
+            for (k = 0; k < 6; k++) memcpy(&r[k], t + k * ld + l, 64);
+            for (k = 0; k < 3; k++) {
+                pbl_v16f x = __builtin_shuffle(r[2 * k], r[2 * k + 1], mlo);
+                pbl_v16f y = __builtin_shuffle(r[2 * k], r[2 * k + 1], mhi);
+                memcpy(&lo[k], &x, 64); memcpy(&hi[k], &y, 64);
+            }
+            for (o = 0; o < 3; o++) {
+                pbl_v8d u = __builtin_shuffle(lo[0], lo[1], ma[o]);
+                u = __builtin_shuffle(u, lo[2], mb[o]);
+                memcpy(a + o * 16, &u, 64);
+                pbl_v8d w = __builtin_shuffle(hi[0], hi[1], ma[o]);
+                w = __builtin_shuffle(w, hi[2], mb[o]);
+                memcpy(a + 48 + o * 16, &w, 64);
+            }
+        }
+        for (; l < L; l++, a += 6)
+            for (k = 0; k < 6; k++) a[k] = t[k * ld + l];
+    }
+    #endif
+
     /* pbl_im2row's adjoint: the row's values added onto the input cells they were read from. */
     static void pbl_row2im(const float* src, float* GI, int64_t c, int64_t r, int64_t s,
                            int64_t p0, int64_t p1, const pbl_geom* g) {
@@ -1036,6 +1087,19 @@ cdef extern from *:
                 /* col rows [i0, i1), MR at a time, interleaved as the kernel's packed A */
                 for (j0 = i0; j0 < i1; j0 += MR) {
                     float* a = Ap + (j0 - i0) * Lb;
+                    #ifdef PCG_X86_DISPATCH
+                    if (MR == 6 && isa == 4) {
+                        /* contiguous window rows (memcpy-speed copies), then one vector pass */
+                        for (rr = 0; rr < 6; rr++) {
+                            if (j0 + rr < i1) {
+                                pbl_rcs(r0 + j0 + rr, g, &c, &r, &s);
+                                pbl_im2row(In, tmp + rr * Lb, c, r, s, pb, pe, g);
+                            } else memset(tmp + rr * Lb, 0, Lb * sizeof(float));
+                        }
+                        pbl_interleave6(tmp, Lb, a, Lb);
+                        continue;
+                    }
+                    #endif
                     for (rr = 0; rr < MR; rr++) {
                         if (j0 + rr < i1) {
                             pbl_rcs(r0 + j0 + rr, g, &c, &r, &s);
