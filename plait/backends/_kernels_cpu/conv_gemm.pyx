@@ -1284,7 +1284,9 @@ _BL_FILTER_DOT = True
 # The transposed filter gradient (grad_F.T = E @ col.T): for fewer output maps than a register
 # tile is wide, and for unit-stride layers with 56x56 outputs or more, where it measured 8-19%
 # faster (64->128 at 112x112: 170 vs 208 ms; 128->256 at 56x56: 150 vs 162) and 10-20% slower
-# at 28x28 and below.
+# at 28x28 and below. Not on AVX-512, where the windows' vector interleave (pbl_interleave6)
+# made the plain form the faster one there too (64->128 at 112x112: 156 -> 143 ms; 128->256 at
+# 56x56: 137 -> 126 ms).
 _BL_FILTER_T_MAXK = 63
 _BL_FILTER_T_AREA = 56 * 56
 # Forward and data gradient without window copies (unit width stride, whole-vector batches) for
@@ -1468,7 +1470,7 @@ def backward_filter_bl(I, E, GF, tuple geom):
         if failed:
             raise MemoryError("conv_gemm.backward_filter_bl: cannot allocate a buffer")
         return True
-    if ((g.K <= _BL_FILTER_T_MAXK or (g.sw == 1 and g.P * g.Q >= _BL_FILTER_T_AREA))
+    if ((g.K <= _BL_FILTER_T_MAXK or (g.sw == 1 and g.P * g.Q >= _BL_FILTER_T_AREA and isa != 4))
             and KC >= 4 * pcg_width(isa, 4)):
         # few output maps: the transposed product, wide over the window rows
         GFT = numpy.empty((g.K, KC), dtype=numpy.float32)
