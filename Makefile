@@ -23,6 +23,10 @@ $(STAMP): $(PY) $(SOURCES)
 	@if ls $(TORCH_WHEELS)/torch-2.13.0+cpu-*.whl >/dev/null 2>&1; then \
 		$(PY) -m pip install --quiet --find-links $(TORCH_WHEELS) 'torch==2.13.0'; \
 	else echo "plait: no local CPU torch wheel in $(TORCH_WHEELS); torch interop tests will skip"; fi
+	@# mpi4py and the mpich wheel (libmpi, mpiexec) for plait.distributed, as in the `distributed`
+	@# extra of pyproject.toml. Optional: where they cannot be installed, the MPI tests skip and say why.
+	@$(PY) -m pip install --quiet 'mpi4py>=4.0,<5' 'mpich>=4.1' \
+		|| echo "plait: mpi4py/mpich could not be installed; tests/distributed/test_mpi.py will skip"
 	touch $(STAMP)
 
 install: $(STAMP)
