@@ -76,3 +76,27 @@ def test_thinc_face_imports_leave_frameworks_out():
     )
     loaded = json.loads(_run_python(code).stdout.strip().splitlines()[-1])
     assert loaded == []
+
+
+def test_distributed_imports_leave_mpi_out():
+    # plait.distributed imports mpi4py only under an MPI launcher: importing it, and a whole
+    # one-process data-parallel step, leave MPI unloaded.
+    code = (
+        "import json, os, sys, numpy\n"
+        "for name in ('PMI_RANK', 'PMI_SIZE', 'OMPI_COMM_WORLD_SIZE', 'PMIX_RANK', 'MPI_LOCALNRANKS', 'PLAIT_DIST_MPI'):\n"
+        "    os.environ.pop(name, None)\n"
+        "import plait, plait.api, plait.distributed\n"
+        "from plait.api import chain, Relu, Softmax, SGD\n"
+        "from plait.distributed import get_communicator, DataParallel, shard\n"
+        "X = numpy.zeros((4, 3), 'f'); Y = numpy.eye(2, dtype='f')[[0, 1, 0, 1]]\n"
+        "dp = DataParallel(chain(Relu(4), Softmax(2)).initialize(X=X, Y=Y), get_communicator())\n"
+        "Yh, backprop = dp.begin_update(shard(X, 0, 1)); backprop(Yh - Y); dp.finish_update(SGD(0.1))\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m == 'mpi4py' or m.startswith('mpi4py.'))))\n"
+    )
+    loaded = json.loads(_run_python(code).stdout.strip().splitlines()[-1])
+    assert loaded == []
+
+
+def test_plait_never_imports_its_distributed_package():
+    code = "import json, sys\nimport plait, plait.api\nprint(json.dumps('plait.distributed' in sys.modules))\n"
+    assert json.loads(_run_python(code).stdout.strip().splitlines()[-1]) is False

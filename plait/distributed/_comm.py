@@ -1,0 +1,472 @@
+"""The communicators behind plait.distributed: MPI (mpi4py) and the one-process world.
+
+mpi4py is imported only when a process was started by an MPI launcher (or PLAIT_DIST_MPI=1):
+`import plait.distributed` and a one-process run never load it.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import sys
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy
+
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_BUCKET_MB = 25.0
+
+# Environment variables that MPI launchers set in every rank they start: MPICH/Intel MPI
+# (hydra: PMI_*), Open MPI (OMPI_*), PMIx-based launchers (PMIX_RANK), Slurm's srun with PMI2.
+_LAUNCHER_VARS = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS")
+
+_TAG_PING = 31001
+_TAG_PONG = 31002
+
+
+def _timeout_from_env() -> float:
+    raw = os.environ.get("PLAIT_DIST_TIMEOUT")
+    if raw is None or raw.strip() == "":
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"PLAIT_DIST_TIMEOUT must be a number of seconds, got {raw!r}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise ValueError(f"PLAIT_DIST_TIMEOUT must be a positive, finite number of seconds, got {raw!r}")
+    return value
+
+
+def launched_by_mpi() -> bool:
+    """Whether this process was started by an MPI launcher (mpiexec, mpirun, srun)."""
+    if os.environ.get("PLAIT_DIST_MPI", "").strip() == "1":
+        return True
+    return any(name in os.environ for name in _LAUNCHER_VARS)
+
+
+def _import_mpi() -> Any:
+    try:
+        from mpi4py import MPI  # noqa: WPS433 (lazy on purpose)
+    except ImportError as error:
+        found = ", ".join(f"{n}={os.environ[n]}" for n in _LAUNCHER_VARS if n in os.environ) or "PLAIT_DIST_MPI=1"
+        raise ImportError(
+            f"plait.distributed: this process was started by an MPI launcher ({found}) but mpi4py "
+            f"cannot be imported ({error}). Install it with: pip install 'plait[distributed]' "
+            "(mpi4py and the mpich wheel, which provides mpiexec)."
+        ) from error
+    return MPI
+
+
+def _param_entries(model: Any) -> List[Tuple[Any, str, Any]]:
+    """(node, name, param) for every initialized parameter of the tree, in a fixed order."""
+    entries = []
+    for node in model.walk():
+        if node.shims:
+            raise NotImplementedError(
+                f"plait.distributed: model '{node.name}' wraps another framework ({type(node.shims[0]).__name__}); "
+                "averaging the gradients of shims (PyTorch, TensorFlow, MXNet) is not implemented yet."
+            )
+        if getattr(node._params, "proxy", None) is not None:
+            raise NotImplementedError(
+                f"plait.distributed: model '{node.name}' keeps its parameters on a parameter-server proxy; "
+                "data parallelism over proxied parameters is not implemented."
+            )
+        for name in node.param_names:
+            if not node.has_param(name):
+                continue
+            param = node.get_param(name)
+            if type(param) is not numpy.ndarray:
+                raise NotImplementedError(
+                    f"plait.distributed: parameter '{name}' of model '{node.name}' is a {type(param).__module__}."
+                    f"{type(param).__name__}; only numpy (CPU) parameters are supported (the NCCL communicator "
+                    "for GPU arrays is not implemented yet)."
+                )
+            if param.dtype.kind != "f":
+                raise TypeError(
+                    f"plait.distributed: parameter '{name}' of model '{node.name}' has dtype {param.dtype}; "
+                    "only floating-point parameters can be averaged."
+                )
+            entries.append((node, name, param))
+    return entries
+
+
+class _Bucket:
+    __slots__ = ("dtype", "items", "n_values", "flags_at", "buffer")
+
+    def __init__(self, dtype: numpy.dtype) -> None:
+        self.dtype = dtype
+        self.items: List[Tuple[int, int, int]] = []  # (entry index, offset, size)
+        self.n_values = 0
+        self.flags_at: Optional[int] = None
+        self.buffer: Optional[numpy.ndarray] = None
+
+
+def _make_plan(entries: Sequence[Tuple[Any, str, Any]], bucket_bytes: int, with_flags: bool) -> List[_Bucket]:
+    """Pack parameters into contiguous buckets, one dtype per bucket, about bucket_bytes each.
+
+    With with_flags, the last bucket carries one value per entry after the gradients: 1 where
+    this rank has a gradient for the parameter, so ranks agree on which parameters were updated.
+    """
+    buckets: List[_Bucket] = []
+    open_by_dtype: Dict[str, _Bucket] = {}
+    for index, (_node, _name, param) in enumerate(entries):
+        key = param.dtype.str
+        bucket = open_by_dtype.get(key)
+        nbytes = param.size * param.dtype.itemsize
+        if bucket is None or (bucket.n_values and (bucket.n_values * param.dtype.itemsize + nbytes) > bucket_bytes):
+            bucket = _Bucket(param.dtype)
+            buckets.append(bucket)
+            open_by_dtype[key] = bucket
+        bucket.items.append((index, bucket.n_values, param.size))
+        bucket.n_values += param.size
+    if with_flags:
+        if not buckets:
+            buckets.append(_Bucket(numpy.dtype("float32")))
+        buckets[-1].flags_at = buckets[-1].n_values
+    for bucket in buckets:
+        total = bucket.n_values + (len(entries) if bucket.flags_at is not None else 0)
+        bucket.buffer = numpy.empty(total, dtype=bucket.dtype)
+    return buckets
+
+
+def _signature(entries: Sequence[Tuple[Any, str, Any]]) -> Tuple:
+    return tuple((node.name, name, param.shape, param.dtype.str) for node, name, param in entries)
+
+
+class LocalCommunicator:
+    """The world of one process (no MPI launcher): every collective is a no-op, nothing is sent."""
+
+    rank = 0
+    size = 1
+    local_rank = 0
+
+    def __repr__(self) -> str:
+        return "LocalCommunicator(rank=0, size=1)"
+
+    def barrier(self) -> None:
+        return None
+
+    def bcast_params(self, model: Any, root: int = 0) -> None:
+        _check_root(root, 1)
+        _param_entries(model)  # the same refusals (shims, GPU arrays) as with several ranks
+
+    def allreduce_grads(self, model: Any) -> None:
+        _param_entries(model)
+
+    def allreduce_scalar(self, value: float, op: str = "sum") -> float:
+        _check_op(op)
+        return float(value)
+
+    def gather(self, obj: Any, root: int = 0) -> Optional[List[Any]]:
+        _check_root(root, 1)
+        return [obj]
+
+    def allgather(self, obj: Any) -> List[Any]:
+        return [obj]
+
+    def bcast(self, obj: Any, root: int = 0) -> Any:
+        _check_root(root, 1)
+        return obj
+
+
+def _check_root(root: int, size: int) -> None:
+    if not isinstance(root, int) or not 0 <= root < size:
+        raise ValueError(f"root must be a rank in 0..{size - 1}, got {root!r}")
+
+
+_OPS = ("sum", "mean", "max", "min")
+
+
+def _check_op(op: str) -> None:
+    if op not in _OPS:
+        raise ValueError(f"op must be one of {', '.join(_OPS)}; got {op!r}")
+
+
+class Communicator:
+    """Collectives over an MPI communicator (mpi4py), each bounded by a timeout.
+
+    Every collective is posted nonblocking and polled against a deadline (`timeout` seconds,
+    default PLAIT_DIST_TIMEOUT or 60). When the deadline passes, the ranks that have not
+    answered are found out (each waiting rank answers pings while it polls), a message naming
+    them goes to stderr, and MPI_Abort ends the whole job with a non-zero status.
+    """
+
+    def __init__(self, mpi_comm: Any = None, *, timeout: Optional[float] = None, bucket_mb: float = DEFAULT_BUCKET_MB) -> None:
+        MPI = _import_mpi()
+        self._MPI = MPI
+        base = MPI.COMM_WORLD if mpi_comm is None else mpi_comm
+        # Our own contexts: user traffic on `base` can never match plait's messages.
+        self._comm = base.Dup()
+        self._diag = base.Dup()
+        for comm in (self._comm, self._diag):
+            comm.Set_errhandler(MPI.ERRORS_RETURN)
+        self.rank: int = self._comm.Get_rank()
+        self.size: int = self._comm.Get_size()
+        local = self._comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
+        self.local_rank: int = local.Get_rank()
+        self.local_size: int = local.Get_size()
+        local.Free()
+        self.timeout = _timeout_from_env() if timeout is None else float(timeout)
+        if not self.timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if not bucket_mb > 0:
+            raise ValueError(f"bucket_mb must be positive, got {bucket_mb!r}")
+        self.bucket_bytes = int(bucket_mb * 1024 * 1024)
+        self._seq = 0
+        self._what = ""
+        self._plans: Dict[Tuple, List[_Bucket]] = {}
+        self._pongs_out: List[Any] = []
+
+    def __repr__(self) -> str:
+        return f"Communicator(rank={self.rank}, size={self.size}, timeout={self.timeout:g}s)"
+
+    # --- waiting with a deadline --------------------------------------------------------
+
+    def _answer_pings(self) -> None:
+        MPI = self._MPI
+        status = MPI.Status()
+        while self._diag.iprobe(source=MPI.ANY_SOURCE, tag=_TAG_PING, status=status):
+            source = status.Get_source()
+            self._diag.recv(source=source, tag=_TAG_PING)
+            self._pongs_out.append(self._diag.isend((self._seq, self._what), dest=source, tag=_TAG_PONG))
+        if self._pongs_out:
+            self._pongs_out = [r for r in self._pongs_out if not r.Test()]
+
+    def _wait(self, requests: List[Any]) -> None:
+        MPI = self._MPI
+        deadline = time.monotonic() + self.timeout
+        spins = 0
+        try:
+            while not MPI.Request.Testall(requests):
+                spins += 1
+                if spins > 200:
+                    self._answer_pings()
+                    if time.monotonic() > deadline:
+                        self._fail_timeout()
+                    time.sleep(min(0.001 * (spins - 200) / 100, 0.005))
+        except MPI.Exception as error:
+            self._abort(
+                f"{self._what} (collective #{self._seq}) failed: {error.Get_error_string()}. "
+                "A rank has probably died."
+            )
+
+    def _begin(self, what: str) -> None:
+        self._seq += 1
+        self._what = what
+
+    def _fail_timeout(self) -> None:
+        MPI = self._MPI
+        others = [r for r in range(self.size) if r != self.rank]
+        pings = []
+        for other in others:
+            try:
+                pings.append(self._diag.isend(None, dest=other, tag=_TAG_PING))
+            except MPI.Exception:
+                pass
+        answers: Dict[int, Tuple[int, str]] = {}
+        grace = time.monotonic() + min(3.0, max(0.5, self.timeout / 2))
+        status = MPI.Status()
+        while time.monotonic() < grace and len(answers) < len(others):
+            try:
+                self._answer_pings()
+                while self._diag.iprobe(source=MPI.ANY_SOURCE, tag=_TAG_PONG, status=status):
+                    source = status.Get_source()
+                    answers[source] = self._diag.recv(source=source, tag=_TAG_PONG)
+            except MPI.Exception:
+                break
+            time.sleep(0.002)
+        silent = [r for r in others if r not in answers]
+        elsewhere = [(r, s, w) for r, (s, w) in sorted(answers.items()) if s != self._seq]
+        parts = []
+        if silent:
+            parts.append(
+                f"rank{'s' if len(silent) > 1 else ''} {', '.join(map(str, silent))} did not answer "
+                "(dead, hung, or busy outside plait's collectives)"
+            )
+        for other, seq, what in elsewhere:
+            parts.append(f"rank {other} is waiting in {what or 'nothing'} (collective #{seq}) instead")
+        if not parts:
+            parts.append("every rank answered and waits in the same collective (the MPI library made no progress)")
+        self._abort(
+            f"{self._what} (collective #{self._seq}) did not complete within {self.timeout:g} s "
+            f"(PLAIT_DIST_TIMEOUT): {'; '.join(parts)}."
+        )
+
+    def _abort(self, message: str) -> None:
+        sys.stdout.flush()
+        sys.stderr.write(f"plait.distributed: rank {self.rank} of {self.size}: {message} Aborting the job.\n")
+        sys.stderr.flush()
+        self._MPI.COMM_WORLD.Abort(1)
+        os._exit(1)  # Abort does not return; this is the belt to its braces.
+
+    # --- collectives --------------------------------------------------------------------
+
+    def barrier(self) -> None:
+        """Wait until every rank has arrived (bounded by the timeout)."""
+        self._begin("barrier")
+        self._wait([self._comm.Ibarrier()])
+
+    def allreduce_scalar(self, value: float, op: str = "sum") -> float:
+        """The sum (or mean, max, min) of one number over all ranks, returned on every rank."""
+        _check_op(op)
+        self._begin(f"allreduce_scalar({op})")
+        buffer = numpy.array([value], dtype=numpy.float64)
+        if self.size == 1:
+            return float(buffer[0])
+        mpi_op = {"sum": self._MPI.SUM, "mean": self._MPI.SUM, "max": self._MPI.MAX, "min": self._MPI.MIN}[op]
+        self._wait([self._comm.Iallreduce(self._MPI.IN_PLACE, buffer, op=mpi_op)])
+        result = float(buffer[0])
+        return result / self.size if op == "mean" else result
+
+    def _allgather_bytes(self, data: bytes) -> List[bytes]:
+        sizes = numpy.zeros(self.size, dtype=numpy.int64)
+        sizes[self.rank] = len(data)
+        self._wait([self._comm.Iallgather(self._MPI.IN_PLACE, sizes)])
+        offsets = numpy.concatenate([[0], numpy.cumsum(sizes)[:-1]]).astype(numpy.int64)
+        out = numpy.empty(int(sizes.sum()), dtype=numpy.uint8)
+        send = numpy.frombuffer(data, dtype=numpy.uint8)
+        self._wait([self._comm.Iallgatherv(send, [out, (sizes, offsets), self._MPI.BYTE])])
+        return [out[o:o + s].tobytes() for o, s in zip(offsets.tolist(), sizes.tolist())]
+
+    def allgather(self, obj: Any) -> List[Any]:
+        """Every rank's `obj` (picklable), in rank order, on every rank."""
+        self._begin("allgather")
+        return [pickle.loads(b) for b in self._allgather_bytes(pickle.dumps(obj))]
+
+    def gather(self, obj: Any, root: int = 0) -> Optional[List[Any]]:
+        """Every rank's `obj` (picklable, e.g. a dict of metrics) as a list on `root`; None elsewhere."""
+        _check_root(root, self.size)
+        self._begin("gather")
+        data = pickle.dumps(obj)
+        sizes = numpy.zeros(self.size, dtype=numpy.int64)
+        mine = numpy.array([len(data)], dtype=numpy.int64)
+        self._wait([self._comm.Igather(mine, sizes, root=root)])
+        send = numpy.frombuffer(data, dtype=numpy.uint8)
+        if self.rank == root:
+            offsets = numpy.concatenate([[0], numpy.cumsum(sizes)[:-1]]).astype(numpy.int64)
+            out = numpy.empty(int(sizes.sum()), dtype=numpy.uint8)
+            self._wait([self._comm.Igatherv(send, [out, (sizes, offsets), self._MPI.BYTE], root=root)])
+            return [pickle.loads(out[o:o + s].tobytes()) for o, s in zip(offsets.tolist(), sizes.tolist())]
+        self._wait([self._comm.Igatherv(send, None, root=root)])
+        return None
+
+    def bcast(self, obj: Any, root: int = 0) -> Any:
+        """`root`'s `obj` (picklable) on every rank."""
+        _check_root(root, self.size)
+        self._begin("bcast")
+        data = pickle.dumps(obj) if self.rank == root else b""
+        size = numpy.array([len(data)], dtype=numpy.int64)
+        self._wait([self._comm.Ibcast(size, root=root)])
+        buffer = numpy.frombuffer(data, dtype=numpy.uint8).copy() if self.rank == root else numpy.empty(int(size[0]), numpy.uint8)
+        self._wait([self._comm.Ibcast(buffer, root=root)])
+        return pickle.loads(buffer.tobytes()) if self.rank != root else obj
+
+    def _plan(self, entries: Sequence[Tuple[Any, str, Any]], with_flags: bool) -> List[_Bucket]:
+        key = (with_flags, tuple((id(node), name, param.shape, param.dtype.str) for node, name, param in entries))
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) > 16:
+                self._plans.clear()
+            plan = self._plans[key] = _make_plan(entries, self.bucket_bytes, with_flags)
+        return plan
+
+    def bcast_params(self, model: Any, root: int = 0) -> None:
+        """Overwrite every rank's parameters with `root`'s (the same model built on every rank).
+
+        The ranks first compare their models' parameter lists (names, shapes, dtypes); a
+        mismatch raises ValueError on every rank, naming the first difference.
+        """
+        _check_root(root, self.size)
+        entries = _param_entries(model)
+        self._begin("bcast_params (model check)")
+        digest = hashlib.sha256(repr(_signature(entries)).encode()).hexdigest()[:32]
+        digests = [pickle.loads(b) for b in self._allgather_bytes(pickle.dumps(digest))]
+        if len(set(digests)) > 1:
+            differ = [r for r, d in enumerate(digests) if d != digests[root]]
+            raise ValueError(
+                f"plait.distributed.bcast_params: the model on rank(s) {', '.join(map(str, differ))} does not have "
+                f"the same parameters (names, shapes, dtypes, in walk order) as on rank {root}. Build and "
+                "initialize the same model, with the same data shapes, on every rank."
+            )
+        if self.size == 1:
+            return
+        self._begin("bcast_params")
+        plan = self._plan(entries, with_flags=False)
+        if self.rank == root:
+            for bucket in plan:
+                for index, offset, size in bucket.items:
+                    bucket.buffer[offset:offset + size] = entries[index][2].reshape(-1)
+        self._wait([self._comm.Ibcast(bucket.buffer, root=root) for bucket in plan])
+        if self.rank != root:
+            for bucket in plan:
+                for index, offset, size in bucket.items:
+                    node, name, param = entries[index]
+                    values = bucket.buffer[offset:offset + size].reshape(param.shape)
+                    if param.flags.writeable and param.flags.c_contiguous:
+                        param[...] = values
+                    else:
+                        node.set_param(name, values.copy())
+
+    def allreduce_grads(self, model: Any) -> None:
+        """Replace every parameter gradient of `model` by its mean over all ranks, in place.
+
+        Gradients are packed into contiguous buckets of about `bucket_mb` (one dtype each) and
+        reduced with one nonblocking MPI Allreduce per bucket, all posted before waiting. A
+        parameter without a gradient on this rank counts as a zero gradient; it gets the mean
+        if any rank had a gradient for it, and stays without one when none did.
+        """
+        entries = _param_entries(model)
+        if self.size == 1:
+            return
+        self._begin("allreduce_grads")
+        plan = self._plan(entries, with_flags=True)
+        flags_bucket = plan[-1]
+        flags = flags_bucket.buffer[flags_bucket.flags_at:]
+        for bucket in plan:
+            buffer = bucket.buffer
+            for index, offset, size in bucket.items:
+                node, name, _param = entries[index]
+                if node.has_grad(name):
+                    numpy.copyto(buffer[offset:offset + size], numpy.asarray(node.get_grad(name)).reshape(-1), casting="same_kind")
+                    flags[index] = 1
+                else:
+                    buffer[offset:offset + size] = 0
+                    flags[index] = 0
+        requests = [self._comm.Iallreduce(self._MPI.IN_PLACE, bucket.buffer, op=self._MPI.SUM) for bucket in plan]
+        self._wait(requests)
+        scale = 1.0 / self.size
+        for bucket in plan:
+            grads = bucket.buffer[:bucket.n_values]
+            grads *= grads.dtype.type(scale)
+            for index, offset, size in bucket.items:
+                if flags[index] == 0:
+                    continue
+                node, name, param = entries[index]
+                values = grads[offset:offset + size].reshape(param.shape)
+                grad = node.get_grad(name) if node.has_grad(name) else None
+                if type(grad) is numpy.ndarray and grad.flags.writeable and grad.shape == param.shape:
+                    grad[...] = values
+                else:
+                    node.set_grad(name, values.astype(param.dtype, copy=True))
+
+
+_WORLD: Optional[Any] = None
+
+
+def get_communicator(*, timeout: Optional[float] = None) -> Any:
+    """The communicator of this process's world (created once, then shared).
+
+    Under an MPI launcher (mpiexec, mpirun, srun; or PLAIT_DIST_MPI=1) a `Communicator` over
+    mpi4py's COMM_WORLD; otherwise a `LocalCommunicator` (rank 0 of 1) that never imports MPI.
+    """
+    global _WORLD
+    if _WORLD is None:
+        if launched_by_mpi():
+            _WORLD = Communicator(timeout=timeout)
+        else:
+            _timeout_from_env()  # a bad PLAIT_DIST_TIMEOUT is refused here too, not only under mpiexec
+            _WORLD = LocalCommunicator()
+    elif timeout is not None and isinstance(_WORLD, Communicator):
+        _WORLD.timeout = float(timeout)
+    return _WORLD

@@ -1,0 +1,66 @@
+"""Run by tests/distributed/test_mpi.py under mpiexec (or alone): train a Thinc-face MLP.
+
+argv: MODE OUT [BATCH] [STEPS]
+  train  OUT BATCH STEPS : train data-parallel; rank 0 writes the final weights to OUT (npz).
+  hang   OUT             : write this rank's pid to OUT.rank<r>, then train forever (to be killed).
+"""
+import os
+import sys
+import time
+
+import numpy
+
+from plait.api import Adam, Relu, Softmax, chain
+from plait.distributed import DataParallel, get_communicator, shard
+
+
+def data(n=512, n_in=12, n_out=4):
+    rng = numpy.random.default_rng(0)
+    X = rng.standard_normal((n, n_in)).astype("f")
+    Y = numpy.eye(n_out, dtype="f")[rng.integers(0, n_out, n)]
+    return X, Y
+
+
+def main():
+    mode, out = sys.argv[1], sys.argv[2]
+    comm = get_communicator()
+    X, Y = data()
+    # Different random init on every rank: bcast_params must make them equal.
+    numpy.random.seed(1234 + comm.rank)
+    model = chain(Relu(16), Relu(16), Softmax(4)).initialize(X=X[:4], Y=Y[:4])
+    dp = DataParallel(model, comm)
+    optimizer = Adam(0.01)
+    Xs, Ys = shard(X, comm.rank, comm.size), shard(Y, comm.rank, comm.size)
+    if mode == "hang":
+        with open(f"{out}.rank{comm.rank}", "w") as f:
+            f.write(str(os.getpid()))
+        batch = 8
+        while True:
+            for i in range(0, len(Xs) - batch + 1, batch):
+                Yh, backprop = dp.begin_update(Xs[i:i + batch])
+                backprop((Yh - Ys[i:i + batch]) / batch)
+                dp.finish_update(optimizer)
+                time.sleep(0.01)
+    batch, steps = int(sys.argv[3]), int(sys.argv[4])
+    starts = list(range(0, len(Xs) - batch + 1, batch))
+    for step in range(steps):
+        i = starts[step % len(starts)]
+        Yh, backprop = dp.begin_update(Xs[i:i + batch])
+        backprop((Yh - Ys[i:i + batch]) / batch)
+        dp.finish_update(optimizer)
+    loss = comm.allreduce_scalar(float(((model.predict(Xs) - Ys) ** 2).sum()), op="sum")
+    metrics = comm.gather({"rank": comm.rank, "n": len(Xs)})
+    params = {f"{node.id - model.id}_{name}": node.get_param(name) for node in model.walk() for name in node.param_names if node.has_param(name)}
+    # Every rank ends with the same weights.
+    others = comm.allgather(params)
+    for other in others:
+        for key, value in params.items():
+            assert numpy.array_equal(other[key], value), (comm.rank, key)
+    if comm.rank == 0:
+        assert [m["rank"] for m in metrics] == list(range(comm.size)), metrics
+        numpy.savez(out, loss=numpy.float64(loss), **params)
+    comm.barrier()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""plait.distributed in one process: shard, the one-process communicator, bucket planning."""
+import numpy
+import pytest
+
+from plait.api import Relu, Softmax, chain
+from plait.distributed import LocalCommunicator, shard
+from plait.distributed._comm import _make_plan, _param_entries, _timeout_from_env
+
+
+def test_shard_is_strided_and_even():
+    data = list(range(11))
+    parts = [shard(data, r, 3) for r in range(3)]
+    assert parts == [[0, 3, 6], [1, 4, 7], [2, 5, 8]]
+    assert shard(numpy.arange(4), 1, 2).tolist() == [1, 3]
+    with pytest.raises(ValueError, match="rank must be in 0..1"):
+        shard(data, 2, 2)
+    with pytest.raises(ValueError, match="size must be at least 1"):
+        shard(data, 0, 0)
+    with pytest.raises(TypeError, match="sized, sliceable"):
+        shard(iter(data), 0, 1)
+
+
+def test_buckets_pack_params_contiguously_under_the_cap():
+    X = numpy.zeros((2, 30), "f")
+    model = chain(Relu(40), Relu(40), Softmax(5)).initialize(X=X, Y=numpy.zeros((2, 5), "f"))
+    entries = _param_entries(model)
+    cap = 40 * 41 * 4  # about one layer per bucket
+    plan = _make_plan(entries, cap, with_flags=True)
+    assert len(plan) > 1
+    seen = sorted(index for bucket in plan for index, _, _ in bucket.items)
+    assert seen == list(range(len(entries)))
+    for bucket in plan:
+        offsets = [offset for _, offset, _ in bucket.items]
+        assert offsets == sorted(offsets) and bucket.buffer.dtype == numpy.float32
+        if len(bucket.items) > 1:
+            assert bucket.n_values * 4 <= cap
+    assert plan[-1].flags_at == plan[-1].n_values and plan[-1].buffer.size == plan[-1].n_values + len(entries)
+    assert len(_make_plan(entries, 25 * 2**20, with_flags=False)) == 1
+
+
+def test_timeout_env_is_checked(monkeypatch):
+    monkeypatch.setenv("PLAIT_DIST_TIMEOUT", "2.5")
+    assert _timeout_from_env() == 2.5
+    for bad in ("soon", "0", "-1", "nan", "inf"):
+        monkeypatch.setenv("PLAIT_DIST_TIMEOUT", bad)
+        with pytest.raises(ValueError, match="PLAIT_DIST_TIMEOUT"):
+            _timeout_from_env()
+
+
+def test_local_communicator_collectives_are_identities():
+    comm = LocalCommunicator()
+    assert comm.allreduce_scalar(3.0, op="max") == 3.0 and comm.bcast("x") == "x" and comm.allgather(1) == [1]
+    with pytest.raises(ValueError, match="op must be one of"):
+        comm.allreduce_scalar(1.0, op="prod")
