@@ -948,6 +948,29 @@ cdef extern from *:
         for (; l < L; l++, a += 6)
             for (k = 0; k < 6; k++) a[k] = t[k * ld + l];
     }
+
+    /* d[l * ldd + k] = s[k * lds + l] for k, l < 16, in registers: four rounds of zipping row i
+       with row i + 8 (two-source permutes) transpose a 16 x 16 block. */
+    PCG_V4 static void pbl_tr16(const float* s, int64_t lds, float* d, int64_t ldd) {
+        int32_t mlo_[16], mhi_[16];
+        int i, st;
+        for (i = 0; i < 8; i++) {
+            mlo_[2 * i] = i; mlo_[2 * i + 1] = 16 + i;
+            mhi_[2 * i] = 8 + i; mhi_[2 * i + 1] = 24 + i;
+        }
+        pbl_v16i mlo, mhi;
+        memcpy(&mlo, mlo_, 64); memcpy(&mhi, mhi_, 64);
+        pbl_v16f r[16], n[16];
+        for (i = 0; i < 16; i++) memcpy(&r[i], s + i * lds, 64);
+        for (st = 0; st < 4; st++) {
+            for (i = 0; i < 8; i++) {
+                n[2 * i] = __builtin_shuffle(r[i], r[i + 8], mlo);
+                n[2 * i + 1] = __builtin_shuffle(r[i], r[i + 8], mhi);
+            }
+            memcpy(r, n, sizeof(r));
+        }
+        for (i = 0; i < 16; i++) memcpy(d + i * ldd, &r[i], 64);
+    }
     #endif
 
     /* pbl_im2row's adjoint: the row's values added onto the input cells they were read from. */
@@ -1075,7 +1098,13 @@ cdef extern from *:
                in step, each output row written 64 bytes at a time) */
             for (k0 = 0; k0 < ldk; k0 += 16) {
                 const int64_t kn = K - k0 < 16 ? (K > k0 ? K - k0 : 0) : 16;
-                for (l = 0; l < Lb; l++) {
+                l = 0;
+                #ifdef PCG_X86_DISPATCH
+                if (isa == 4 && kn == 16)
+                    for (; l + 16 <= Lb; l += 16)
+                        pbl_tr16(E + k0 * PQN + pb * QN + l, PQN, ET + l * ldk + k0, ldk);
+                #endif
+                for (; l < Lb; l++) {
                     float* et = ET + l * ldk + k0;
                     const float* e = E + k0 * PQN + pb * QN + l;
                     for (k = 0; k < kn; k++) et[k] = e[k * PQN];
@@ -1150,7 +1179,12 @@ cdef extern from *:
                         pbl_im2row(In, tmp + jj * Lb, c, r, s, pb, pe, g);
                     } else memset(tmp + jj * Lb, 0, Lb * sizeof(float));
                 }
-                for (l = 0; l < Lb; l++) {
+                l = 0;
+                #ifdef PCG_X86_DISPATCH
+                if (isa == 4 && nj == 16)
+                    for (; l + 16 <= Lb; l += 16) pbl_tr16(tmp + l, Lb, colT + l * KCp + j0, KCp);
+                #endif
+                for (; l < Lb; l++) {
                     float* d = colT + l * KCp + j0;
                     for (jj = 0; jj < nj; jj++) d[jj] = tmp[jj * Lb + l];
                 }
