@@ -38,6 +38,19 @@ def _timeout_from_env() -> float:
     return value
 
 
+def _bucket_mb_from_env() -> float:
+    raw = os.environ.get("PLAIT_DIST_BUCKET_MB")
+    if raw is None or raw.strip() == "":
+        return DEFAULT_BUCKET_MB
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"PLAIT_DIST_BUCKET_MB must be a number of megabytes, got {raw!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"PLAIT_DIST_BUCKET_MB must be a positive, finite number of megabytes, got {raw!r}")
+    return value
+
+
 def launched_by_mpi() -> bool:
     """Whether this process was started by an MPI launcher (mpiexec, mpirun, srun)."""
     if os.environ.get("PLAIT_DIST_MPI", "").strip() == "1":
@@ -192,7 +205,7 @@ class Communicator:
     them goes to stderr, and MPI_Abort ends the whole job with a non-zero status.
     """
 
-    def __init__(self, mpi_comm: Any = None, *, timeout: Optional[float] = None, bucket_mb: float = DEFAULT_BUCKET_MB) -> None:
+    def __init__(self, mpi_comm: Any = None, *, timeout: Optional[float] = None, bucket_mb: Optional[float] = None) -> None:
         MPI = _import_mpi()
         self._MPI = MPI
         base = MPI.COMM_WORLD if mpi_comm is None else mpi_comm
@@ -210,6 +223,7 @@ class Communicator:
         self.timeout = _timeout_from_env() if timeout is None else float(timeout)
         if not self.timeout > 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        bucket_mb = _bucket_mb_from_env() if bucket_mb is None else bucket_mb
         if not bucket_mb > 0:
             raise ValueError(f"bucket_mb must be positive, got {bucket_mb!r}")
         self.bucket_bytes = int(bucket_mb * 1024 * 1024)
@@ -297,6 +311,9 @@ class Communicator:
         sys.stdout.flush()
         sys.stderr.write(f"plait.distributed: rank {self.rank} of {self.size}: {message} Aborting the job.\n")
         sys.stderr.flush()
+        # The launcher forwards this rank's stderr through its proxy, which MPI_Abort tears down:
+        # without a moment's grace the message is sometimes lost on the way (seen with hydra).
+        time.sleep(0.5)
         self._MPI.COMM_WORLD.Abort(1)
         os._exit(1)  # Abort does not return; this is the belt to its braces.
 
@@ -454,19 +471,30 @@ class Communicator:
 _WORLD: Optional[Any] = None
 
 
-def get_communicator(*, timeout: Optional[float] = None) -> Any:
+def get_communicator(*, timeout: Optional[float] = None, bucket_mb: Optional[float] = None) -> Any:
     """The communicator of this process's world (created once, then shared).
 
     Under an MPI launcher (mpiexec, mpirun, srun; or PLAIT_DIST_MPI=1) a `Communicator` over
     mpi4py's COMM_WORLD; otherwise a `LocalCommunicator` (rank 0 of 1) that never imports MPI.
+    timeout (seconds) and bucket_mb default to PLAIT_DIST_TIMEOUT (60) and PLAIT_DIST_BUCKET_MB (25).
     """
     global _WORLD
+    if timeout is not None and not float(timeout) > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if bucket_mb is not None and not float(bucket_mb) > 0:
+        raise ValueError(f"bucket_mb must be positive, got {bucket_mb!r}")
     if _WORLD is None:
         if launched_by_mpi():
-            _WORLD = Communicator(timeout=timeout)
+            _WORLD = Communicator(timeout=timeout, bucket_mb=bucket_mb)
         else:
-            _timeout_from_env()  # a bad PLAIT_DIST_TIMEOUT is refused here too, not only under mpiexec
+            # Bad settings are refused here too, not only under mpiexec.
+            _timeout_from_env()
+            _bucket_mb_from_env()
             _WORLD = LocalCommunicator()
-    elif timeout is not None and isinstance(_WORLD, Communicator):
-        _WORLD.timeout = float(timeout)
+    elif isinstance(_WORLD, Communicator):
+        if timeout is not None:
+            _WORLD.timeout = float(timeout)
+        if bucket_mb is not None:
+            _WORLD.bucket_bytes = int(float(bucket_mb) * 1024 * 1024)
+            _WORLD._plans.clear()
     return _WORLD

@@ -52,3 +52,24 @@ def test_local_communicator_collectives_are_identities():
     assert comm.allreduce_scalar(3.0, op="max") == 3.0 and comm.bcast("x") == "x" and comm.allgather(1) == [1]
     with pytest.raises(ValueError, match="op must be one of"):
         comm.allreduce_scalar(1.0, op="prod")
+
+
+def test_bucket_env_is_checked(monkeypatch):
+    from plait.distributed._comm import _bucket_mb_from_env
+
+    monkeypatch.setenv("PLAIT_DIST_BUCKET_MB", "0.5")
+    assert _bucket_mb_from_env() == 0.5
+    for bad in ("big", "0", "-2", "nan", "inf"):
+        monkeypatch.setenv("PLAIT_DIST_BUCKET_MB", bad)
+        with pytest.raises(ValueError, match="PLAIT_DIST_BUCKET_MB"):
+            _bucket_mb_from_env()
+
+
+def test_local_communicator_refuses_what_mpi_would():
+    class FakeShim:
+        pass
+
+    model = chain(Relu(3), Relu(2)).initialize(X=numpy.zeros((2, 2), "f"))
+    model.layers[0]._shims.append(FakeShim())
+    with pytest.raises(NotImplementedError, match="shims"):
+        LocalCommunicator().allreduce_grads(model)

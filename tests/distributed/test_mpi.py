@@ -64,16 +64,17 @@ def mpi():
         pytest.skip(f"MPI cannot start two ranks here (rc {result.returncode}): {(result.stderr or result.stdout)[-500:]}")
 
 
-def _train(n, batch, steps, out):
+def _train(n, batch, steps, out, **env):
     cmd = _launch(n, [str(WORKER), "train", str(out), str(batch), str(steps)])
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=_env())
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=_env(**env))
     assert result.returncode == 0, result.stderr[-3000:]
     return numpy.load(out)
 
 
-def test_two_ranks_match_one_rank_with_twice_the_batch(mpi, tmp_path):
+@pytest.mark.parametrize("bucket_mb", ["25", "0.001"], ids=["one-bucket", "many-buckets"])
+def test_two_ranks_match_one_rank_with_twice_the_batch(mpi, tmp_path, bucket_mb):
     one = _train(1, 16, 50, tmp_path / "one.npz")
-    two = _train(2, 8, 50, tmp_path / "two.npz")
+    two = _train(2, 8, 50, tmp_path / "two.npz", PLAIT_DIST_BUCKET_MB=bucket_mb)
     assert sorted(one.files) == sorted(two.files)
     for key in one.files:
         if key == "loss":
@@ -93,6 +94,15 @@ def test_two_ranks_differ_from_one_rank_with_the_same_per_rank_batch(mpi, tmp_pa
     one = _train(1, 8, 50, tmp_path / "one.npz")
     two = _train(2, 8, 50, tmp_path / "two.npz")
     assert any(not numpy.allclose(one[k], two[k], rtol=1e-3) for k in one.files if k != "loss")
+
+
+def test_collectives_give_the_means_sums_and_objects_they_must(mpi):
+    # Tiny buckets: several per dtype; float32 and float64 params; a gradient on one rank only;
+    # a parameter with no gradient anywhere; bcast_params of different models refused.
+    cmd = _launch(2, [str(WORKER.with_name("_unit_worker.py"))])
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=_env(PLAIT_DIST_BUCKET_MB="0.001"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(result.stdout.split("\n")[:2]) == ["ok 0", "ok 1"], result.stdout
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "hung"])

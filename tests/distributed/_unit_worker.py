@@ -1,0 +1,90 @@
+"""Run by tests/distributed/test_mpi.py under `mpiexec -n 2`: the communicator's collectives,
+checked on every rank against what they must give. Prints 'ok <rank>' when every check passed."""
+import numpy
+
+from plait.api import Relu, Softmax, chain
+from plait.distributed import Communicator, get_communicator
+
+
+def mean_of(fn, size):
+    return sum(fn(r) for r in range(size)) / size
+
+
+def main():
+    comm = get_communicator()
+    assert isinstance(comm, Communicator), comm
+    rank, size = comm.rank, comm.size
+    assert size == 2
+
+    # Several buckets (PLAIT_DIST_BUCKET_MB is tiny in this run) and two dtypes.
+    X = numpy.zeros((2, 20), "f")
+    model = chain(Relu(30), Relu(30), Softmax(3)).initialize(X=X, Y=numpy.zeros((2, 3), "f"))
+    nodes = [n for n in model.walk() if n.param_names]
+    wide = nodes[0]
+    wide.set_param("b", wide.get_param("b").astype("float64"))
+    plan = comm._plan(__import__("plait.distributed._comm", fromlist=["x"])._param_entries(model), True)
+    assert len(plan) >= 3 and {b.dtype.str for b in plan} == {"<f4", "<f8"}, [(b.dtype, b.n_values) for b in plan]
+
+    def grad_value(r, i, name, shape, dtype):
+        return (numpy.arange(numpy.prod(shape)).reshape(shape) * (r + 1) + 7 * i + len(name)).astype(dtype)
+
+    skip = (nodes[1], "W")  # rank 1 has no gradient for it: counts as zero there
+    for i, node in enumerate(nodes):
+        for name in node.param_names:
+            p = node.get_param(name)
+            if node is nodes[-1] and name == "b":
+                continue  # no rank has a gradient for it: stays without one
+            if (node, name) == skip and rank == 1:
+                continue
+            node.set_grad(name, grad_value(rank, i, name, p.shape, p.dtype))
+    comm.allreduce_grads(model)
+    for i, node in enumerate(nodes):
+        for name in node.param_names:
+            p = node.get_param(name)
+            if node is nodes[-1] and name == "b":
+                assert not node.has_grad(name), "a parameter no rank had a gradient for got one"
+                continue
+            if (node, name) == skip:
+                expected = grad_value(0, i, name, p.shape, p.dtype) / 2
+            else:
+                expected = mean_of(lambda r: grad_value(r, i, name, p.shape, p.dtype), size)
+            got = node.get_grad(name)
+            assert got.dtype == p.dtype and got.shape == p.shape, (name, got.dtype, got.shape)
+            numpy.testing.assert_allclose(got, expected, rtol=1e-6, err_msg=f"{i} {name}")
+
+    # bcast_params: rank 0's values everywhere, dtypes kept.
+    for node in nodes:
+        for name in node.param_names:
+            p = node.get_param(name)
+            p[...] = rank + 1
+    comm.bcast_params(model)
+    for node in nodes:
+        for name in node.param_names:
+            assert (node.get_param(name) == 1).all(), (rank, name)
+
+    # A model that differs on one rank: ValueError on every rank, naming the rank.
+    other = chain(Relu(30 + rank), Softmax(3)).initialize(X=X, Y=numpy.zeros((2, 3), "f"))
+    try:
+        comm.bcast_params(other)
+    except ValueError as error:
+        assert "rank(s) 1" in str(error), error
+    else:
+        raise AssertionError("bcast_params accepted different models")
+
+    # Objects and scalars.
+    assert comm.allreduce_scalar(rank + 1.5, op="sum") == 4.0
+    assert comm.allreduce_scalar(rank + 1.5, op="mean") == 2.0
+    assert comm.allreduce_scalar(rank, op="max") == 1.0 and comm.allreduce_scalar(rank, op="min") == 0.0
+    gathered = comm.gather({"rank": rank, "data": "x" * (rank * 1000)}, root=1)
+    if rank == 1:
+        assert [g["rank"] for g in gathered] == [0, 1] and len(gathered[1]["data"]) == 1000
+    else:
+        assert gathered is None
+    assert comm.allgather(rank * 10) == [0, 10]
+    assert comm.bcast({"from": rank}, root=1) == {"from": 1}
+    comm.barrier()
+    print(f"ok {rank}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
