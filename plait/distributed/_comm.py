@@ -248,17 +248,22 @@ class Communicator:
             self._pongs_out = [r for r in self._pongs_out if not r.Test()]
 
     def _wait(self, requests: List[Any]) -> None:
+        # MPI makes progress (without a progress thread) only while some rank calls into it, so
+        # this spins on Testall rather than sleeping between tests: a sleep would stall the
+        # reduction itself. The clock and the ping side channel are looked at every 64 tests.
         MPI = self._MPI
+        testall = MPI.Request.Testall
         deadline = time.monotonic() + self.timeout
         spins = 0
         try:
-            while not MPI.Request.Testall(requests):
+            while not testall(requests):
                 spins += 1
-                if spins > 200:
-                    self._answer_pings()
-                    if time.monotonic() > deadline:
+                if spins & 63 == 0:
+                    now = time.monotonic()
+                    if spins & 4095 == 0:
+                        self._answer_pings()
+                    if now > deadline:
                         self._fail_timeout()
-                    time.sleep(min(0.001 * (spins - 200) / 100, 0.005))
         except MPI.Exception as error:
             self._abort(
                 f"{self._what} (collective #{self._seq}) failed: {error.Get_error_string()}. "
@@ -452,20 +457,18 @@ class Communicator:
                     flags[index] = 0
         requests = [self._comm.Iallreduce(self._MPI.IN_PLACE, bucket.buffer, op=self._MPI.SUM) for bucket in plan]
         self._wait(requests)
-        scale = 1.0 / self.size
         for bucket in plan:
-            grads = bucket.buffer[:bucket.n_values]
-            grads *= grads.dtype.type(scale)
+            scale = bucket.dtype.type(1.0 / self.size)
             for index, offset, size in bucket.items:
                 if flags[index] == 0:
                     continue
                 node, name, param = entries[index]
-                values = grads[offset:offset + size].reshape(param.shape)
+                total = bucket.buffer[offset:offset + size].reshape(param.shape)
                 grad = node.get_grad(name) if node.has_grad(name) else None
                 if type(grad) is numpy.ndarray and grad.flags.writeable and grad.shape == param.shape:
-                    grad[...] = values
+                    numpy.multiply(total, scale, out=grad, casting="same_kind")  # the mean, in one pass
                 else:
-                    node.set_grad(name, values.astype(param.dtype, copy=True))
+                    node.set_grad(name, (total * scale).astype(param.dtype, copy=False))
 
 
 _WORLD: Optional[Any] = None
