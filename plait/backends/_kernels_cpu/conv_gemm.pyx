@@ -949,6 +949,75 @@ cdef extern from *:
             for (k = 0; k < 6; k++) a[k] = t[k * ld + l];
     }
 
+    /* pbl_im2row of window rows (c, r, s)[k] (k < 6; nrow of them, the rest zeros) for output
+       rows [p0, p1) straight into the kernel's interleaved layout (a[l * 6 + k]), for batches
+       of whole vectors (N % 16 == 0): per output position and batch vector, the six rows'
+       vectors are read from the image (or zeros in padding) and interleaved in registers as in
+       pbl_interleave6, with no contiguous copy in between. */
+    PCG_V4 static void pbl_pack6(const float* In, float* a, const int64_t* crs, int nrow, int64_t p0,
+                                 int64_t p1, const pbl_geom* g) {
+        int32_t mlo_[16], mhi_[16];
+        int64_t ma_[3][8], mb_[3][8];
+        int i, k, o;
+        for (i = 0; i < 8; i++) {
+            mlo_[2 * i] = i; mlo_[2 * i + 1] = 16 + i;
+            mhi_[2 * i] = 8 + i; mhi_[2 * i + 1] = 24 + i;
+        }
+        for (o = 0; o < 3; o++)
+            for (i = 0; i < 8; i++) {
+                const int m = 8 * o + i, l = m / 3, kk = m % 3;
+                ma_[o][i] = kk == 1 ? 8 + l : l;
+                mb_[o][i] = kk == 2 ? 8 + l : i;
+            }
+        pbl_v16i mlo, mhi;
+        pbl_v8i ma[3], mb[3];
+        memcpy(&mlo, mlo_, 64); memcpy(&mhi, mhi_, 64);
+        memcpy(ma, ma_, sizeof(ma)); memcpy(mb, mb_, sizeof(mb));
+        const int64_t N = g->N, W = g->W, Q = g->Q, sw = g->sw;
+        int64_t x0[6], qlo[6], qhi[6], cc[6], rr[6], p, q, n;
+        for (k = 0; k < 6; k++) {
+            if (k >= nrow) { qlo[k] = qhi[k] = 0; x0[k] = 0; cc[k] = rr[k] = 0; continue; }
+            cc[k] = crs[3 * k]; rr[k] = crs[3 * k + 1];
+            x0[k] = crs[3 * k + 2] * g->dw - g->pw;
+            qlo[k] = x0[k] < 0 ? (-x0[k] + sw - 1) / sw : 0;
+            qhi[k] = W - 1 - x0[k] < 0 ? 0 : (W - 1 - x0[k]) / sw + 1;
+            if (qhi[k] > Q) qhi[k] = Q;
+            if (qlo[k] > qhi[k]) qlo[k] = qhi[k];
+        }
+        for (p = p0; p < p1; p++) {
+            const float* src[6];
+            int64_t lo[6], hi[6];
+            for (k = 0; k < 6; k++) {
+                const int64_t y = p * g->sh - g->ph + rr[k] * g->dh;
+                if (k >= nrow || y < 0 || y >= g->H) { src[k] = In; lo[k] = hi[k] = 0; continue; }
+                src[k] = In + ((cc[k] * g->H + y) * W + x0[k]) * N;
+                lo[k] = qlo[k]; hi[k] = qhi[k];
+            }
+            for (q = 0; q < Q; q++)
+                for (n = 0; n < N; n += 16, a += 96) {
+                    pbl_v16f r[6];
+                    pbl_v8d lw[3], hw[3];
+                    for (k = 0; k < 6; k++) {
+                        if (q >= lo[k] && q < hi[k]) memcpy(&r[k], src[k] + q * sw * N + n, 64);
+                        else r[k] = (pbl_v16f){0};
+                    }
+                    for (k = 0; k < 3; k++) {
+                        pbl_v16f x = __builtin_shuffle(r[2 * k], r[2 * k + 1], mlo);
+                        pbl_v16f yv = __builtin_shuffle(r[2 * k], r[2 * k + 1], mhi);
+                        memcpy(&lw[k], &x, 64); memcpy(&hw[k], &yv, 64);
+                    }
+                    for (o = 0; o < 3; o++) {
+                        pbl_v8d u = __builtin_shuffle(lw[0], lw[1], ma[o]);
+                        u = __builtin_shuffle(u, lw[2], mb[o]);
+                        memcpy(a + o * 16, &u, 64);
+                        pbl_v8d w = __builtin_shuffle(hw[0], hw[1], ma[o]);
+                        w = __builtin_shuffle(w, hw[2], mb[o]);
+                        memcpy(a + 48 + o * 16, &w, 64);
+                    }
+                }
+        }
+    }
+
     /* d[l * ldd + k] = s[k * lds + l] for k, l < 16, in registers: four rounds of zipping row i
        with row i + 8 (two-source permutes) transpose a 16 x 16 block. */
     PCG_V4 static void pbl_tr16(const float* s, int64_t lds, float* d, int64_t ldd) {
@@ -1117,8 +1186,17 @@ cdef extern from *:
                 for (j0 = i0; j0 < i1; j0 += MR) {
                     float* a = Ap + (j0 - i0) * Lb;
                     #ifdef PCG_X86_DISPATCH
+                    if (MR == 6 && isa == 4 && g->N % 16 == 0) {
+                        int64_t crs[18];
+                        const int nrow = i1 - j0 < 6 ? (int)(i1 - j0) : 6;
+                        for (rr = 0; rr < nrow; rr++)
+                            pbl_rcs(r0 + j0 + rr, g, crs + 3 * rr, crs + 3 * rr + 1, crs + 3 * rr + 2);
+                        pbl_pack6(In, a, crs, nrow, pb, pe, g);
+                        continue;
+                    }
                     if (MR == 6 && isa == 4) {
-                        /* contiguous window rows (memcpy-speed copies), then one vector pass */
+                        /* batches not of whole vectors: contiguous window rows (memcpy-speed
+                           copies), then one vector pass */
                         for (rr = 0; rr < 6; rr++) {
                             if (j0 + rr < i1) {
                                 pbl_rcs(r0 + j0 + rr, g, &c, &r, &s);
