@@ -403,7 +403,16 @@ class Communicator:
         entries = _param_entries(model)
         self._begin("bcast_params (model check)")
         digest = hashlib.sha256(repr(_signature(entries)).encode()).hexdigest()[:32]
-        digests = [pickle.loads(b) for b in self._allgather_bytes(pickle.dumps(digest))]
+        views = [pickle.loads(b) for b in self._allgather_bytes(pickle.dumps((digest, self.bucket_bytes)))]
+        digests = [d for d, _ in views]
+        sizes = [b for _, b in views]
+        if len(set(sizes)) > 1:
+            # Different bucket sizes would pair Allreduces of different lengths: refuse up front.
+            raise ValueError(
+                "plait.distributed.bcast_params: the ranks were given different gradient bucket sizes "
+                f"({', '.join(f'rank {r}: {b / 2**20:g} MB' for r, b in enumerate(sizes))}); set the same "
+                "PLAIT_DIST_BUCKET_MB (or bucket_mb) on every rank."
+            )
         if len(set(digests)) > 1:
             differ = [r for r, d in enumerate(digests) if d != digests[root]]
             raise ValueError(

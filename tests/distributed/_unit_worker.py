@@ -71,6 +71,17 @@ def main():
     else:
         raise AssertionError("bcast_params accepted different models")
 
+    # Different bucket sizes on the ranks: refused before any gradient is reduced.
+    saved = comm.bucket_bytes
+    comm.bucket_bytes = saved * (rank + 1)
+    try:
+        comm.bcast_params(model)
+    except ValueError as error:
+        assert "PLAIT_DIST_BUCKET_MB" in str(error), error
+    else:
+        raise AssertionError("bcast_params accepted different bucket sizes")
+    comm.bucket_bytes = saved
+
     # Objects and scalars.
     assert comm.allreduce_scalar(rank + 1.5, op="sum") == 4.0
     assert comm.allreduce_scalar(rank + 1.5, op="mean") == 2.0
