@@ -1,7 +1,10 @@
 """Run by tests/distributed/test_mpi.py under mpiexec (or alone): train a Thinc-face MLP.
 
-argv: MODE OUT [BATCH] [STEPS]
-  train  OUT BATCH STEPS : train data-parallel; rank 0 writes the final weights to OUT (npz).
+argv: MODE OUT [BATCH] [STEPS] [MODEL]
+  train  OUT BATCH STEPS [mlp|textcnn] : train data-parallel; rank 0 writes the final weights to
+                           OUT (npz). textcnn: HashEmbed, expand_window, Maxout, reduce_mean,
+                           Softmax over ragged documents (the bench's text CNN), with plait's
+                           CategoricalCrossentropy (the mean over each rank's batch).
   hang   OUT             : write this rank's pid to OUT.rank<r>, then train forever (to be killed).
 """
 import os
@@ -10,7 +13,8 @@ import time
 
 import numpy
 
-from plait.api import Adam, Relu, Softmax, chain
+from plait.api import (Adam, CategoricalCrossentropy, HashEmbed, Maxout, Relu, Softmax, chain, expand_window,
+                       list2ragged, reduce_mean, with_array)
 from plait.distributed import DataParallel, get_communicator, shard
 
 
@@ -19,6 +23,24 @@ def data(n=512, n_in=12, n_out=4):
     X = rng.standard_normal((n, n_in)).astype("f")
     Y = numpy.eye(n_out, dtype="f")[rng.integers(0, n_out, n)]
     return X, Y
+
+
+def text_data(n=256, n_out=2):
+    rng = numpy.random.default_rng(0)
+    docs = [rng.integers(0, 500, int(rng.integers(1, 12))).astype("uint64") for _ in range(n)]
+    Y = numpy.eye(n_out, dtype="f")[rng.integers(0, n_out, n)]
+    return docs, Y
+
+
+def text_cnn():
+    return chain(
+        list2ragged(),
+        with_array(HashEmbed(nO=16, nV=200, seed=3)),
+        expand_window(window_size=1),
+        with_array(Maxout(nO=16, nP=3, normalize=True)),
+        reduce_mean(),
+        Softmax(nO=2),
+    )
 
 
 def main():
@@ -42,12 +64,31 @@ def main():
                 dp.finish_update(optimizer)
                 time.sleep(0.01)
     batch, steps = int(sys.argv[3]), int(sys.argv[4])
+    if len(sys.argv) > 5 and sys.argv[5] == "textcnn":
+        X, Y = text_data()
+        numpy.random.seed(99 + comm.rank)
+        model = text_cnn().initialize(X=X[:8], Y=Y[:8])
+        dp = DataParallel(model, comm)
+        Xs, Ys = shard(X, comm.rank, comm.size), shard(Y, comm.rank, comm.size)
+        loss_fn = CategoricalCrossentropy()
+        starts = list(range(0, len(Xs) - batch + 1, batch))
+        for step in range(steps):
+            i = starts[step % len(starts)]
+            Yh, backprop = dp.begin_update(Xs[i:i + batch])
+            backprop(loss_fn.get_grad(Yh, Ys[i:i + batch]))
+            dp.finish_update(optimizer)
+        finish(comm, model, Xs, Ys, out)
+        return
     starts = list(range(0, len(Xs) - batch + 1, batch))
     for step in range(steps):
         i = starts[step % len(starts)]
         Yh, backprop = dp.begin_update(Xs[i:i + batch])
         backprop((Yh - Ys[i:i + batch]) / batch)
         dp.finish_update(optimizer)
+    finish(comm, model, Xs, Ys, out)
+
+
+def finish(comm, model, Xs, Ys, out):
     loss = comm.allreduce_scalar(float(((model.predict(Xs) - Ys) ** 2).sum()), op="sum")
     metrics = comm.gather({"rank": comm.rank, "n": len(Xs)})
     params = {f"{node.id - model.id}_{name}": node.get_param(name) for node in model.walk() for name in node.param_names if node.has_param(name)}

@@ -65,17 +65,20 @@ def mpi():
         pytest.skip(f"MPI cannot start two ranks here (rc {result.returncode}): {(result.stderr or result.stdout)[-500:]}")
 
 
-def _train(n, batch, steps, out, **env):
-    cmd = _launch(n, [str(WORKER), "train", str(out), str(batch), str(steps)])
+def _train(n, batch, steps, out, model="mlp", **env):
+    cmd = _launch(n, [str(WORKER), "train", str(out), str(batch), str(steps), model])
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=_env(**env))
     assert result.returncode == 0, result.stderr[-3000:]
     return numpy.load(out)
 
 
-@pytest.mark.parametrize("bucket_mb", ["25", "0.001"], ids=["one-bucket", "many-buckets"])
-def test_two_ranks_match_one_rank_with_twice_the_batch(mpi, tmp_path, bucket_mb):
-    one = _train(1, 16, 50, tmp_path / "one.npz")
-    two = _train(2, 8, 50, tmp_path / "two.npz", PLAIT_DIST_BUCKET_MB=bucket_mb)
+@pytest.mark.parametrize(
+    "model,bucket_mb", [("mlp", "25"), ("mlp", "0.001"), ("textcnn", "25")],
+    ids=["mlp-one-bucket", "mlp-many-buckets", "textcnn"],
+)
+def test_two_ranks_match_one_rank_with_twice_the_batch(mpi, tmp_path, model, bucket_mb):
+    one = _train(1, 16, 50, tmp_path / "one.npz", model)
+    two = _train(2, 8, 50, tmp_path / "two.npz", model, PLAIT_DIST_BUCKET_MB=bucket_mb)
     assert sorted(one.files) == sorted(two.files)
     for key in one.files:
         if key == "loss":
