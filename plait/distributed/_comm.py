@@ -165,7 +165,9 @@ class LocalCommunicator:
         _param_entries(model)  # the same refusals (shims, GPU arrays) as with several ranks
 
     def allreduce_grads(self, model: Any) -> None:
-        _param_entries(model)
+        # Nothing to average alone, and no walk of the model per step: what a multi-rank run
+        # would refuse (shims, GPU arrays) was refused once, by bcast_params in DataParallel.
+        return None
 
     def allreduce_scalar(self, value: float, op: str = "sum") -> float:
         _check_op(op)

@@ -3,7 +3,7 @@ import numpy
 import pytest
 
 from plait.api import Relu, Softmax, chain
-from plait.distributed import LocalCommunicator, shard
+from plait.distributed import DataParallel, LocalCommunicator, shard
 from plait.distributed._comm import _make_plan, _param_entries, _timeout_from_env
 
 
@@ -72,4 +72,6 @@ def test_local_communicator_refuses_what_mpi_would():
     model = chain(Relu(3), Relu(2)).initialize(X=numpy.zeros((2, 2), "f"))
     model.layers[0]._shims.append(FakeShim())
     with pytest.raises(NotImplementedError, match="shims"):
-        LocalCommunicator().allreduce_grads(model)
+        LocalCommunicator().bcast_params(model)
+    with pytest.raises(NotImplementedError, match="shims"):
+        DataParallel(model, LocalCommunicator())
