@@ -205,6 +205,9 @@ class Communicator:
     default PLAIT_DIST_TIMEOUT or 60). When the deadline passes, the ranks that have not
     answered are found out (each waiting rank answers pings while it polls), a message naming
     them goes to stderr, and MPI_Abort ends the whole job with a non-zero status.
+
+    Building one duplicates `mpi_comm` (default COMM_WORLD) twice, for plait's traffic and for
+    the pings: a blocking collective that every rank must reach (the only unbounded wait).
     """
 
     def __init__(self, mpi_comm: Any = None, *, timeout: Optional[float] = None, bucket_mb: Optional[float] = None) -> None:
