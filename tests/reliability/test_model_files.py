@@ -900,3 +900,29 @@ def test_framework_shims_keep_the_garbage_collector_on_after_bad_msgpack():
         with pytest.raises(ValueError, match="msgpack"):
             model.shims[0].from_bytes(bad)
         assert gc.isenabled(), bad
+
+
+def test_chainer_load_walks_a_custom_serialize_once_and_keeps_its_arrays_on_failure(tmp_path):
+    from plait.chainer import serializers as S
+
+    class Custom:
+        def __init__(self):
+            self.calls = 0
+            self.a = numpy.zeros(3, "f4")
+            self.b = numpy.zeros(2, "f4")
+
+        def serialize(self, serializer):  # a user class: Chainer calls this exactly once
+            self.calls += 1
+            serializer("a", self.a)
+            serializer("b", self.b)
+
+    good = tmp_path / "good.npz"
+    numpy.savez(good, a=numpy.arange(3, dtype="f4"), b=numpy.ones(2, "f4"))
+    obj = Custom()
+    S.load_npz(good, obj)
+    assert obj.calls == 1 and obj.a.tolist() == [0, 1, 2] and obj.b.tolist() == [1, 1]
+    bad = tmp_path / "bad.npz"
+    numpy.savez(bad, a=numpy.full(3, 7, "f4"), b=numpy.array(["x", "y"]))
+    with pytest.raises(ValueError, match="dtype"):
+        S.load_npz(bad, obj)
+    assert obj.calls == 2 and obj.a.tolist() == [0, 1, 2]  # 'a' was read but never written

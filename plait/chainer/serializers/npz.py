@@ -37,16 +37,36 @@ _MISSING = object()
 
 
 class _Session:
-    """Shared by a deserializer and its children during load(): plan (check) first, then apply."""
+    """Shared by a deserializer and its children during load().
 
-    def __init__(self) -> None:
-        self.apply = False
+    mode "plan": read and check every value, change nothing (results kept by key);
+    mode "apply": write the checked results;
+    mode "once": one walk, the in-place array writes held back in `pending` until it ends.
+    """
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
         self.results: dict = {}
+        self.pending: list = []
+
+
+def _serialize_is_plaits(obj: Any) -> bool:
+    """Whether obj.serialize is plait's own (a Link, Chain, ChainList or Optimizer that does not
+    override it), which has no side effects beyond the values it is handed: safe to walk twice."""
+    fn = getattr(type(obj), "serialize", None)
+    return getattr(fn, "__module__", "").startswith("plait.chainer.")
 
 
 class _TwoPhaseDeserializer(Deserializer):
-    """load(obj) walks obj twice: first every value is read and checked (nothing changes), then
-    the checked values are written; a file that fails anywhere leaves obj as it was."""
+    """load(obj): all or nothing.
+
+    For plait's own Links and Optimizers, obj is walked twice: first every value is read and
+    checked (nothing changes, scalars such as an optimizer's `t` included), then the checked
+    values are written. Any other obj (a class with its own serialize) is walked once, as
+    Chainer does: every value is read and checked as it is asked for, the arrays to overwrite in
+    place are written only after the walk ended without an error, and scalars go back to the
+    caller at once (it assigns them itself).
+    """
 
     _session: Optional[_Session] = None
 
@@ -63,7 +83,7 @@ class _TwoPhaseDeserializer(Deserializer):
     def __call__(self, key: str, value: Any) -> Any:
         where = self._where(key)
         session = self._session
-        if session is not None and session.apply:
+        if session is not None and session.mode == "apply":
             if where not in session.results:
                 return value
             return _apply(session.results[where], value)
@@ -73,19 +93,28 @@ class _TwoPhaseDeserializer(Deserializer):
         converted = _convert(where, dataset, value)
         if session is None:
             return _apply(converted, value)
-        session.results[where] = converted
-        return value
+        if session.mode == "plan":
+            session.results[where] = converted
+            return value
+        if isinstance(value, numpy.ndarray) or is_cupy_array(value):
+            session.pending.append((converted, value))
+            return value
+        return _apply(converted, value)
 
     def load(self, obj: Any) -> None:
-        """Load obj in place, all or nothing."""
-        session = _Session()
+        """Load obj in place, all or nothing (see the class)."""
+        twice = _serialize_is_plaits(obj)
+        session = _Session("plan" if twice else "once")
         self._session = session
         try:
             obj.serialize(self)
-            session.apply = True
-            obj.serialize(self)
+            if twice:
+                session.mode = "apply"
+                obj.serialize(self)
         finally:
             self._session = None
+        for converted, value in session.pending:
+            _apply(converted, value)
 
 
 class NpzDeserializer(_TwoPhaseDeserializer):
