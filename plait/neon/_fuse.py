@@ -730,46 +730,20 @@ class _Plan:
 def _gen_expr(expr: _N, inputs: List[_N], in_classes, lines: List[str]) -> str:
     """Emit statements computing `expr` at element (i, j); returns the result's variable."""
     idx = {id(n): k for k, n in enumerate(inputs)}
-    counter = [0]
 
-    def emit(n: _N) -> str:
-        if n.kind in ("leaf", "tmp"):
-            k = idx[id(n)]
-            cls = in_classes[k]
-            if cls[1] == "c":
-                load = f"r{k}[j]"
-            elif cls[1] == "s":
-                load = f"r{k}[j * a{k}s1]"
-            else:
-                load = f"r{k}[0]"
-            v = f"v{counter[0]}"
-            counter[0] += 1
-            lines.append(f"const T {v} = (T){load};")
-            return v
-        if n.kind == "const":
-            return f"c{n.ref}"
-        if n.kind == "rand":
-            v = f"v{counter[0]}"
-            counter[0] += 1
-            lines.append(f"const T {v} = PL_RAND(sd{n.rk}, (uint64_t)(i * ri + j * rj));")
-            return v
-        args = [emit(k) for k in n.kids]
-        v = f"v{counter[0]}"
-        counter[0] += 1
-        if n.op == "binarize_s":
-            r = f"v{counter[0]}"
-            counter[0] += 1
-            lines.append(f"const T {r} = PL_RAND(sd{n.rk}, (uint64_t)(i * ri + j * rj));")
-            text = C.STOCHASTIC_BINARIZE.format(a=args[0], r=r)
-        elif len(args) == 2:
-            text = C.BINARY[n.op].format(a=args[0], b=args[1])
-        else:
-            text = C.UNARY[n.op].format(a=args[0])
-        lines.append(f"const T {v} = {text};")
-        return v
+    def load(n: _N) -> str:
+        k = idx[id(n)]
+        cls = in_classes[k]
+        if cls[1] == "c":
+            return f"(T)r{k}[j]"
+        if cls[1] == "s":
+            return f"(T)r{k}[j * a{k}s1]"
+        return f"(T)r{k}[0]"
 
-    return emit(expr)
-
+    return C.emit_expression(
+        expr, lines, load=load,
+        rand_at=lambda n: f"PL_RAND(sd{n.rk}, (uint64_t)(i * ri + j * rj))",
+    )
 
 def _consts_and_rands(expr: _N):
     consts, rands = set(), set()

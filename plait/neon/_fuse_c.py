@@ -117,21 +117,35 @@ static inline float pl_tanhf(float x) {
 
 static inline double pl_log2d(double x) { return log2(x); }
 
-/* splitmix64's finalizer over (seed, element index): a counter-based stream, so values depend
-   on the element only, never on the thread that computes it. */
-static inline uint64_t pl_mix(uint64_t z) {
+"""
+
+# The counter-based random stream of rand and stochastic binarize, shared by the C pass and the
+# CUDA kernels (plait.neon._fuse_cuda), so both draw the same numbers for one seed: splitmix64's
+# finalizer over (seed, element index), so values depend on the element only, never on the thread
+# or block that computes it. {q}: the function qualifiers, {u64}: the 64-bit unsigned type.
+RNG_TEMPLATE = r"""
+{q} {u64} pl_mix({u64} z) {{
     z ^= z >> 30; z *= 0xbf58476d1ce4e5b9ULL;
     z ^= z >> 27; z *= 0x94d049bb133111ebULL;
     z ^= z >> 31;
     return z;
-}
-static inline float pl_randf(uint64_t seed, uint64_t idx) {
+}}
+{q} float pl_randf({u64} seed, {u64} idx) {{
     return (float)(pl_mix(seed + idx * 0x9e3779b97f4a7c15ULL) >> 40) * 5.9604644775390625e-08f;
-}
-static inline double pl_randd(uint64_t seed, uint64_t idx) {
+}}
+{q} double pl_randd({u64} seed, {u64} idx) {{
     return (double)(pl_mix(seed + idx * 0x9e3779b97f4a7c15ULL) >> 11) * 1.1102230246251565e-16;
-}
+}}
 """
+
+
+def rng_source(qualifiers: str, u64: str) -> str:
+    """The random stream's C source with these function qualifiers and 64-bit type."""
+    return RNG_TEMPLATE.format(q=qualifiers, u64=u64)
+
+
+PRELUDE += rng_source("static inline", "uint64_t")
+
 
 # Per compute type: the names the op expressions use.
 TYPE_MACROS = {
@@ -227,3 +241,40 @@ STOCHASTIC_BINARIZE = (
 )
 
 REDUCTIONS = ("sum", "max", "min", "argmax", "argmin")
+
+
+def emit_expression(expr, lines, load, rand_at) -> str:
+    """Append C statements computing op-tree `expr` at one element; returns the result's name.
+
+    The one expression emitter of the C pass (plait.neon._fuse) and the CUDA kernels
+    (plait.neon._fuse_cuda): nodes have `kind` ("leaf"/"tmp", "const", "rand" or an op node with
+    `op` and `kids`) and constants `ref`; `load(node)` is the C expression of a leaf's value at the
+    element, `rand_at(node)` the PL_RAND(...) call of a rand node (or of binarize's draw).
+    """
+    counter = [0]
+
+    def new() -> str:
+        counter[0] += 1
+        return f"v{counter[0] - 1}"
+
+    def emit(n) -> str:
+        if n.kind == "const":
+            return f"c{n.ref}"
+        if n.kind in ("leaf", "tmp", "rand"):
+            v = new()
+            lines.append(f"const T {v} = {rand_at(n) if n.kind == 'rand' else load(n)};")
+            return v
+        args = [emit(k) for k in n.kids]
+        v = new()
+        if n.op == "binarize_s":
+            r = new()
+            lines.append(f"const T {r} = {rand_at(n)};")
+            text = STOCHASTIC_BINARIZE.format(a=args[0], r=r)
+        elif len(args) == 2:
+            text = BINARY[n.op].format(a=args[0], b=args[1])
+        else:
+            text = UNARY[n.op].format(a=args[0])
+        lines.append(f"const T {v} = {text};")
+        return v
+
+    return emit(expr)

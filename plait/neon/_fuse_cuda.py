@@ -132,20 +132,10 @@ __device__ __forceinline__ unsigned short pl_f2h(float f) {
     return (unsigned short)(sign | (r >> 13));
 }
 
-// splitmix64's finalizer over (seed, element index): a counter-based stream.
-__device__ __forceinline__ pl_u64 pl_mix(pl_u64 z) {
-    z ^= z >> 30; z *= 0xbf58476d1ce4e5b9ULL;
-    z ^= z >> 27; z *= 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    return z;
-}
-__device__ __forceinline__ float pl_randf(pl_u64 seed, pl_u64 idx) {
-    return (float)(pl_mix(seed + idx * 0x9e3779b97f4a7c15ULL) >> 40) * 5.9604644775390625e-08f;
-}
-__device__ __forceinline__ double pl_randd(pl_u64 seed, pl_u64 idx) {
-    return (double)(pl_mix(seed + idx * 0x9e3779b97f4a7c15ULL) >> 11) * 1.1102230246251565e-16;
-}
 """
+
+# The random stream: the C pass's own source (plait.neon._fuse_c), so both draw the same numbers.
+PRELUDE += C.rng_source("__device__ __forceinline__", "pl_u64")
 
 # The names the shared op expressions of plait.neon._fuse_c use, per compute type. float math
 # calls the float functions by name, so no float kernel runs double-precision routines.
@@ -415,38 +405,12 @@ def _load(k: int, tok: str, ctype: str) -> str:
 
 
 def _gen_expr(expr: _N, leaf_toks: List[str], ctype: str, lines: List[str]) -> str:
-    counter = [0]
-
-    def new():
-        counter[0] += 1
-        return f"v{counter[0] - 1}"
-
-    def emit(n: _N) -> str:
-        if n.kind == "leaf":
-            v = new()
-            lines.append(f"const T {v} = {_load(n.ref, leaf_toks[n.ref], ctype)};")
-            return v
-        if n.kind == "const":
-            return f"c{n.ref}"
-        if n.kind == "rand":
-            v = new()
-            lines.append(f"const T {v} = PL_RAND(sd{n.ref}, (pl_u64)(i * N + j));")
-            return v
-        args = [emit(k) for k in n.kids]
-        v = new()
-        if n.op == "binarize_s":
-            r = new()
-            lines.append(f"const T {r} = PL_RAND(sd{n.ref}, (pl_u64)(i * N + j));")
-            text = C.STOCHASTIC_BINARIZE.format(a=args[0], r=r)
-        elif len(args) == 2:
-            text = C.BINARY[n.op].format(a=args[0], b=args[1])
-        else:
-            text = C.UNARY[n.op].format(a=args[0])
-        lines.append(f"const T {v} = {text};")
-        return v
-
-    return emit(expr)
-
+    """Statements computing `expr` at element (i, j) of an N-column output; the result's name."""
+    return C.emit_expression(
+        expr, lines,
+        load=lambda n: _load(n.ref, leaf_toks[n.ref], ctype),
+        rand_at=lambda n: f"PL_RAND(sd{n.ref}, (pl_u64)(i * N + j))",
+    )
 
 def _store(dest_ch: str, value: str) -> str:
     if dest_ch == "e":
