@@ -491,11 +491,48 @@ def to_arrays(node, ev=None, tensor_cls=None):
 
 
 class ArrayBackend(Backend):
-    """A backend over an array module: subclasses set ``xp``, ``tensor_cls`` and
-    ``backend_name`` and implement ``_execute_assign`` and the device-specific kernels."""
+    """A backend over an array module: subclasses set ``xp``, ``tensor_cls``, ``backend_name``
+    and ``_assign_from``, and implement ``_dot_into``, ``_execute_fused`` and the
+    device-specific kernels."""
 
     xp = np
     backend_name = "array"
+    # The tensor classes whose data an assignment copies straight in.
+    _assign_from: tuple = ()
+
+    def _dot_into(self, dst, node):  # pragma: no cover - per backend
+        """Write a ``dot`` node of two tensors straight into ``dst``; False where it cannot."""
+        return False
+
+    def _execute_fused(self, tree, dst):  # pragma: no cover - per backend
+        """Run an op-tree of arrays as one generated kernel into ``dst``; False where it cannot."""
+        return False
+
+    def _execute_assign(self, out, value):
+        """``out[...] = value`` for an op-tree, a tensor or a scalar; returns ``out``.
+
+        An op-tree goes, in order: a root ``dot`` straight into ``out`` (BLAS), else the fused
+        executor of the backend, else the reference evaluator.
+        """
+        dst = out._tensor
+        if isinstance(value, OpTreeNode):
+            if value[0]["shape"] != dst.shape:
+                self._check_assign_shape(out, value)
+            if value[0]["op"] == "dot" and self._dot_into(dst, value):
+                return out
+            ev = ArrayEvaluator(compute_dtype(dst.dtype), dst.shape, self.rng, self.xp,
+                                self.backend_name.upper())
+            tree = to_arrays(value, ev, self.tensor_cls)
+            if type(tree) is OpTreeNode and self._execute_fused(tree, dst):
+                return out
+            result = ev(tree)
+        elif isinstance(value, self._assign_from):
+            self._check_assign_shape(out, value)
+            result = value._tensor
+        else:
+            result = value
+        store(dst, result)
+        return out
 
     def _device_array(self, ary, dtype):
         """A new ``xp`` array with the values of ``ary`` (a tensor, host or device array, list)."""

@@ -15,9 +15,9 @@ import os
 
 import numpy as np
 
-from ._arrays import (SUPPORTED_DTYPES as _SUPPORTED_DTYPES, ArrayBackend, ArrayEvaluator, ArrayTensor,
-                      compute_dtype, data as _data, sign_pow2, store, to_arrays)
-from .backend import Backend, OpCollection, OpTreeNode, Tensor, describe_operand
+from ._arrays import SUPPORTED_DTYPES as _SUPPORTED_DTYPES, ArrayBackend, ArrayTensor, data as _data
+# OpCollection, OpTreeNode and Tensor are importable from here, as from neon.backends.nervanacpu.
+from .backend import Backend, OpCollection, OpTreeNode, Tensor, describe_operand  # noqa: F401
 
 
 class CPUTensor(ArrayTensor):
@@ -25,28 +25,6 @@ class CPUTensor(ArrayTensor):
 
     Everything but the array module lives in :class:`plait.neon._arrays.ArrayTensor`, shared
     with the GPU tensor."""
-
-
-# ---------------------------------------------------------------------------------------------
-# The numpy evaluator (the reference for every op): plait.neon._arrays.ArrayEvaluator on numpy
-
-_compute_dtype = compute_dtype
-_store = store
-_sign_pow2 = sign_pow2
-
-
-class _NumpyEvaluator(ArrayEvaluator):
-    """The reference evaluator on numpy."""
-
-    __slots__ = ()
-
-    def __init__(self, ctype, out_shape, rng):
-        super().__init__(ctype, out_shape, rng, np, "CPU")
-
-
-def evaluate(tree, out_shape, dtype, rng):
-    """Evaluate ``tree`` with numpy for an output of ``out_shape``/``dtype``; returns an array."""
-    return _NumpyEvaluator(_compute_dtype(dtype), tuple(out_shape), rng)(tree)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -72,12 +50,6 @@ def fuse_enabled():
     if _fuse_module is _FUSE_UNSET:
         _get_fuse()
     return _fuse_module is not None and os.environ.get("PLAIT_NEON_FUSE") != "0"
-
-
-def _to_arrays(node, ev=None):
-    """The op-tree with every CPUTensor leaf replaced by its ndarray, ``dot``/``onehot`` split off
-    when ``ev`` is given (see :func:`plait.neon._arrays.to_arrays`)."""
-    return to_arrays(node, ev, CPUTensor)
 
 
 def _dot_into(dst, node):
@@ -140,6 +112,7 @@ class NervanaCPU(ArrayBackend):
     are :class:`plait.neon._arrays.ArrayBackend`'s (shared with the GPU backend)."""
 
     backend_name = "cpu"
+    _assign_from = (CPUTensor,)
     xp = np
 
     def __init__(self, rng_seed=None, default_dtype=np.float32, hist_bins=64, hist_offset=-48,
@@ -161,30 +134,12 @@ class NervanaCPU(ArrayBackend):
         self.set_hist_buffers(hist_bins, hist_offset)
         self.use_pinned_mem = False
 
-    # -- execution ----------------------------------------------------------------------------
-    def _execute_assign(self, out, value):
-        """``out[...] = value`` for an op-tree, a tensor or a scalar; returns ``out``."""
-        dst = out._tensor
-        if isinstance(value, OpTreeNode):
-            if value[0]["shape"] != dst.shape:
-                self._check_assign_shape(out, value)
-            if value[0]["op"] == "dot" and _dot_into(dst, value):
-                return out
-            if fuse_enabled():
-                ev = _NumpyEvaluator(_compute_dtype(dst.dtype), dst.shape, self.rng)
-                tree = _to_arrays(value, ev)
-                if type(tree) is OpTreeNode and _fuse_module.execute(tree, dst, rng=self.rng):
-                    return out
-                result = ev(tree)
-            else:
-                result = evaluate(value, dst.shape, dst.dtype, self.rng)
-        elif isinstance(value, CPUTensor):
-            self._check_assign_shape(out, value)
-            result = value._tensor
-        else:
-            result = value
-        _store(dst, result)
-        return out
+    # -- execution: ArrayBackend._execute_assign with numpy's BLAS and the C fused pass --------
+    def _dot_into(self, dst, node):
+        return _dot_into(dst, node)
+
+    def _execute_fused(self, tree, dst):
+        return fuse_enabled() and _fuse_module.execute(tree, dst, rng=self.rng)
 
     # -- compound layer helpers ---------------------------------------------------------------
     def compound_bprop_lut(self, nin, inputs, error, error_t, dW, pad_idx, alpha=1.0, beta=0):

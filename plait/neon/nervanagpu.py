@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from . import _fuse_cuda
-from ._arrays import ArrayBackend, ArrayEvaluator, ArrayTensor, compute_dtype, store, to_arrays
+from ._arrays import ArrayBackend, ArrayTensor, store
 from .backend import Backend, OpTreeNode
 from .nervanacpu import NervanaCPU
 
@@ -87,6 +87,8 @@ class NervanaGPU(ArrayBackend):
     """
 
     backend_name = "gpu"
+    # a GPU tensor, or a CPU tensor of another backend (copied to the device by store)
+    _assign_from = (ArrayTensor,)
 
     def __init__(self, rng_seed=None, default_dtype=np.float32, stochastic_round=False, device_id=0,
                  compat_mode=None, deterministic=None, num_devices=None, hist_bins=64,
@@ -118,28 +120,9 @@ class NervanaGPU(ArrayBackend):
         self.use_pinned_mem = True
 
     # -- execution ----------------------------------------------------------------------------
-    def _execute_assign(self, out, value):
-        """``out[...] = value`` for an op-tree, a tensor or a scalar; returns ``out``."""
-        dst = out._tensor
-        if isinstance(value, OpTreeNode):
-            if value[0]["shape"] != dst.shape:
-                self._check_assign_shape(out, value)
-            ev = ArrayEvaluator(compute_dtype(dst.dtype), dst.shape, self.rng, self.xp, "GPU")
-            if value[0]["op"] == "dot" and self._dot_into(dst, value):
-                return out
-            tree = to_arrays(value, ev, GPUTensor)
-            if _fuse_enabled() and type(tree) is OpTreeNode and \
-                    _fuse_cuda.execute(tree, dst, rng=self.rng, launcher=self._launcher):
-                return out
-            result = ev(tree)
-        elif isinstance(value, ArrayTensor):
-            # a GPU tensor, or a CPU tensor of another backend (copied to the device by store)
-            self._check_assign_shape(out, value)
-            result = value._tensor
-        else:
-            result = value
-        store(dst, result)
-        return out
+    # -- execution: ArrayBackend._execute_assign with cuBLAS and the generated CUDA kernels -----
+    def _execute_fused(self, tree, dst):
+        return _fuse_enabled() and _fuse_cuda.execute(tree, dst, rng=self.rng, launcher=self._launcher)
 
     def _dot_into(self, dst, node):
         """``dst = a . b`` by cuBLAS straight into ``dst`` when both are tensors of its float dtype,

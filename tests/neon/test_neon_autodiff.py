@@ -114,10 +114,11 @@ def test_api_helpers(be):
 
 
 def test_autodiff_builds_without_computing(be, monkeypatch):
-    from plait.neon import nervanacpu
+    from plait.neon._arrays import ArrayBackend
 
     calls = []
-    monkeypatch.setattr(nervanacpu, "evaluate", lambda *a, **k: calls.append(1))
+    # Every computation of a backend goes through this one method.
+    monkeypatch.setattr(ArrayBackend, "_execute_assign", lambda *a, **k: calls.append(1))
     a = _t(be, (2, 2))
     Autodiff(be.sum(be.tanh(be.dot(a, a)), axis=0), be, next_error=be.ones((1, 2)))
     assert calls == []
