@@ -492,7 +492,7 @@ def to_arrays(node, ev=None, tensor_cls=None):
 
 class ArrayBackend(Backend):
     """A backend over an array module: subclasses set ``xp``, ``tensor_cls``, ``backend_name``
-    and ``_assign_from``, and implement ``_dot_into``, ``_execute_fused`` and the
+    and ``_assign_from``, and implement ``_execute_fused`` and the
     device-specific kernels."""
 
     xp = np
@@ -500,9 +500,22 @@ class ArrayBackend(Backend):
     # The tensor classes whose data an assignment copies straight in.
     _assign_from: tuple = ()
 
-    def _dot_into(self, dst, node):  # pragma: no cover - per backend
-        """Write a ``dot`` node of two tensors straight into ``dst``; False where it cannot."""
-        return False
+    def _dot_into(self, dst, node):
+        """``dst = a . b`` by the array module's BLAS (numpy's, cuBLAS) straight into ``dst`` when
+        ``node`` is a dot of two tensors of this backend in ``dst``'s float dtype and ``dst`` is
+        contiguous and separate from them; False otherwise (the evaluator takes it)."""
+        a, b = node[1], node[2]
+        if not (isinstance(a, self.tensor_cls) and isinstance(b, self.tensor_cls)):
+            return False
+        a, b = a._tensor, b._tensor
+        xp = self.xp
+        if not (dst.dtype == a.dtype == b.dtype and dst.dtype.char in "fd" and dst.flags.c_contiguous
+                and a.ndim == b.ndim == 2):
+            return False
+        if xp.may_share_memory(dst, a) or xp.may_share_memory(dst, b):
+            return False
+        xp.dot(a, b, out=dst)
+        return True
 
     def _execute_fused(self, tree, dst):  # pragma: no cover - per backend
         """Run an op-tree of arrays as one generated kernel into ``dst``; False where it cannot."""

@@ -52,22 +52,6 @@ def fuse_enabled():
     return _fuse_module is not None and os.environ.get("PLAIT_NEON_FUSE") != "0"
 
 
-def _dot_into(dst, node):
-    """``dst = a . b`` straight from BLAS when ``node`` is a dot of two tensors of ``dst``'s float
-    dtype and ``dst`` is contiguous and separate from them; False otherwise."""
-    a, b = node[1], node[2]
-    if not (isinstance(a, CPUTensor) and isinstance(b, CPUTensor)):
-        return False
-    a, b = a._tensor, b._tensor
-    if not (dst.dtype == a.dtype == b.dtype and dst.dtype.char in "fd" and dst.flags.c_contiguous
-            and a.ndim == b.ndim == 2):
-        return False
-    if np.may_share_memory(dst, a) or np.may_share_memory(dst, b):
-        return False
-    np.dot(a, b, out=dst)
-    return True
-
-
 # ---------------------------------------------------------------------------------------------
 # The backend
 
@@ -135,9 +119,6 @@ class NervanaCPU(ArrayBackend):
         self.use_pinned_mem = False
 
     # -- execution: ArrayBackend._execute_assign with numpy's BLAS and the C fused pass --------
-    def _dot_into(self, dst, node):
-        return _dot_into(dst, node)
-
     def _execute_fused(self, tree, dst):
         return fuse_enabled() and _fuse_module.execute(tree, dst, rng=self.rng)
 

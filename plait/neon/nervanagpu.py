@@ -124,22 +124,6 @@ class NervanaGPU(ArrayBackend):
     def _execute_fused(self, tree, dst):
         return _fuse_enabled() and _fuse_cuda.execute(tree, dst, rng=self.rng, launcher=self._launcher)
 
-    def _dot_into(self, dst, node):
-        """``dst = a . b`` by cuBLAS straight into ``dst`` when both are tensors of its float dtype,
-        ``dst`` is contiguous and separate from them; False otherwise."""
-        a, b = node[1], node[2]
-        if not (isinstance(a, GPUTensor) and isinstance(b, GPUTensor)):
-            return False
-        a, b = a._tensor, b._tensor
-        xp = self.xp
-        if not (dst.dtype == a.dtype == b.dtype and dst.dtype.char in "fd" and dst.flags.c_contiguous
-                and a.ndim == b.ndim == 2):
-            return False
-        if xp.may_share_memory(dst, a) or xp.may_share_memory(dst, b):
-            return False
-        xp.dot(a, b, out=dst)
-        return True
-
     def Relu(self, ary, out=None):
         """max(ary, 0) on device arrays."""
         return self.xp.maximum(ary, 0, out) if out is not None else self.xp.maximum(ary, 0)
