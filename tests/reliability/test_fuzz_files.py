@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy
 import pytest
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # also when a child loads this file
+from _configs import TINY  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve()
@@ -67,39 +69,12 @@ def test_fuzz_model_directory_readers(tmp_path):
     from plait.cli import main
 
     cfg = tmp_path / "tiny.cfg"
-    cfg.write_text(_TINY, encoding="utf8")
+    cfg.write_text(TINY, encoding="utf8")
     assert main(["train", str(cfg), "--output", str(tmp_path / "out"), "--no-progress"]) == 0
     _in_child("fuzz_model_dir", str(tmp_path / "out" / "model-last"), str(tmp_path / "work"))
 
 
-_TINY = """\
-[model]
-@layers = "chain.v1"
 
-[model.*.hidden]
-@layers = "Relu.v1"
-nO = 8
-
-[model.*.output]
-@layers = "Softmax.v1"
-
-[optimizer]
-@optimizers = "Adam.v1"
-learn_rate = 0.005
-
-[training]
-max_epochs = 1
-max_steps = 2
-batch_size = 32
-eval_frequency = 2
-patience = 0
-seed = 0
-
-[data]
-@datasets = "mnist.v1"
-path = null
-limit = 48
-"""
 
 
 # ---------------------------------------------------------------------------------------------

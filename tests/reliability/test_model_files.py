@@ -30,34 +30,8 @@ from plait.cli._common import CLIError
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 
-TINY = """\
-[model]
-@layers = "chain.v1"
-
-[model.*.hidden]
-@layers = "Relu.v1"
-nO = 8
-
-[model.*.output]
-@layers = "Softmax.v1"
-
-[optimizer]
-@optimizers = "Adam.v1"
-learn_rate = 0.005
-
-[training]
-max_epochs = 1
-max_steps = 4
-batch_size = 32
-eval_frequency = 2
-patience = 0
-seed = 0
-
-[data]
-@datasets = "mnist.v1"
-path = null
-limit = 64
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # also when a child loads this file
+from _configs import TINY  # noqa: E402
 
 
 def run_child(code, timeout=60, cwd=None):
