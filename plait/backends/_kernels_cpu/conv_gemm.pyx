@@ -908,42 +908,54 @@ cdef extern from *:
     typedef int32_t pbl_v16i __attribute__((vector_size(64)));
     typedef double pbl_v8d __attribute__((vector_size(64)));
     typedef int64_t pbl_v8i __attribute__((vector_size(64)));
-    PCG_V4 static void pbl_interleave6(const float* t, int64_t ld, float* a, int64_t L) {
-        int32_t mlo_[16], mhi_[16];
-        int64_t ma_[3][8], mb_[3][8];
-        int i, k, o;
+    /* The permutations of the six-row interleave (pbl_ilv6): 32-bit lanes of two rows paired
+       (lo/hi halves), then three pair streams merged as 64-bit units. */
+    typedef struct { pbl_v16i lo, hi; pbl_v8i a[3], b[3]; } pbl_ilv6_masks;
+    PCG_V4 static inline pbl_ilv6_masks pbl_ilv6_make(void) {
+        pbl_ilv6_masks m;
+        int32_t lo_[16], hi_[16];
+        int64_t a_[3][8], b_[3][8];
+        int i, o;
         for (i = 0; i < 8; i++) {
-            mlo_[2 * i] = i; mlo_[2 * i + 1] = 16 + i;
-            mhi_[2 * i] = 8 + i; mhi_[2 * i + 1] = 24 + i;
+            lo_[2 * i] = i; lo_[2 * i + 1] = 16 + i;
+            hi_[2 * i] = 8 + i; hi_[2 * i + 1] = 24 + i;
         }
         for (o = 0; o < 3; o++)
             for (i = 0; i < 8; i++) {
-                const int m = 8 * o + i, l = m / 3, kk = m % 3;
-                ma_[o][i] = kk == 1 ? 8 + l : l;
-                mb_[o][i] = kk == 2 ? 8 + l : i;
+                const int k = 8 * o + i, l = k / 3, kk = k % 3;
+                a_[o][i] = kk == 1 ? 8 + l : l;
+                b_[o][i] = kk == 2 ? 8 + l : i;
             }
-        pbl_v16i mlo, mhi;
-        pbl_v8i ma[3], mb[3];
-        memcpy(&mlo, mlo_, 64); memcpy(&mhi, mhi_, 64);
-        memcpy(ma, ma_, sizeof(ma)); memcpy(mb, mb_, sizeof(mb));
+        memcpy(&m.lo, lo_, 64); memcpy(&m.hi, hi_, 64);
+        memcpy(m.a, a_, sizeof(m.a)); memcpy(m.b, b_, sizeof(m.b));
+        return m;
+    }
+    /* a[l * 6 + k] = r[k][l] for the 16 lanes l of six row vectors: 96 floats, written in order. */
+    PCG_V4 static inline void pbl_ilv6(const pbl_v16f r[6], const pbl_ilv6_masks* m, float* a) {
+        pbl_v8d lo[3], hi[3];
+        int k, o;
+        for (k = 0; k < 3; k++) {
+            pbl_v16f x = __builtin_shuffle(r[2 * k], r[2 * k + 1], m->lo);
+            pbl_v16f y = __builtin_shuffle(r[2 * k], r[2 * k + 1], m->hi);
+            memcpy(&lo[k], &x, 64); memcpy(&hi[k], &y, 64);
+        }
+        for (o = 0; o < 3; o++) {
+            pbl_v8d u = __builtin_shuffle(lo[0], lo[1], m->a[o]);
+            u = __builtin_shuffle(u, lo[2], m->b[o]);
+            memcpy(a + o * 16, &u, 64);
+            pbl_v8d w = __builtin_shuffle(hi[0], hi[1], m->a[o]);
+            w = __builtin_shuffle(w, hi[2], m->b[o]);
+            memcpy(a + 48 + o * 16, &w, 64);
+        }
+    }
+    PCG_V4 static void pbl_interleave6(const float* t, int64_t ld, float* a, int64_t L) {
+        const pbl_ilv6_masks m = pbl_ilv6_make();
+        int k;
         int64_t l = 0;
         for (; l + 16 <= L; l += 16, a += 96) {
             pbl_v16f r[6];
-            pbl_v8d lo[3], hi[3];
             for (k = 0; k < 6; k++) memcpy(&r[k], t + k * ld + l, 64);
-            for (k = 0; k < 3; k++) {
-                pbl_v16f x = __builtin_shuffle(r[2 * k], r[2 * k + 1], mlo);
-                pbl_v16f y = __builtin_shuffle(r[2 * k], r[2 * k + 1], mhi);
-                memcpy(&lo[k], &x, 64); memcpy(&hi[k], &y, 64);
-            }
-            for (o = 0; o < 3; o++) {
-                pbl_v8d u = __builtin_shuffle(lo[0], lo[1], ma[o]);
-                u = __builtin_shuffle(u, lo[2], mb[o]);
-                memcpy(a + o * 16, &u, 64);
-                pbl_v8d w = __builtin_shuffle(hi[0], hi[1], ma[o]);
-                w = __builtin_shuffle(w, hi[2], mb[o]);
-                memcpy(a + 48 + o * 16, &w, 64);
-            }
+            pbl_ilv6(r, &m, a);
         }
         for (; l < L; l++, a += 6)
             for (k = 0; k < 6; k++) a[k] = t[k * ld + l];
@@ -956,23 +968,8 @@ cdef extern from *:
        pbl_interleave6, with no contiguous copy in between. */
     PCG_V4 static void pbl_pack6(const float* In, float* a, const int64_t* crs, int nrow, int64_t p0,
                                  int64_t p1, const pbl_geom* g) {
-        int32_t mlo_[16], mhi_[16];
-        int64_t ma_[3][8], mb_[3][8];
-        int i, k, o;
-        for (i = 0; i < 8; i++) {
-            mlo_[2 * i] = i; mlo_[2 * i + 1] = 16 + i;
-            mhi_[2 * i] = 8 + i; mhi_[2 * i + 1] = 24 + i;
-        }
-        for (o = 0; o < 3; o++)
-            for (i = 0; i < 8; i++) {
-                const int m = 8 * o + i, l = m / 3, kk = m % 3;
-                ma_[o][i] = kk == 1 ? 8 + l : l;
-                mb_[o][i] = kk == 2 ? 8 + l : i;
-            }
-        pbl_v16i mlo, mhi;
-        pbl_v8i ma[3], mb[3];
-        memcpy(&mlo, mlo_, 64); memcpy(&mhi, mhi_, 64);
-        memcpy(ma, ma_, sizeof(ma)); memcpy(mb, mb_, sizeof(mb));
+        const pbl_ilv6_masks m = pbl_ilv6_make();
+        int k;
         const int64_t N = g->N, W = g->W, Q = g->Q, sw = g->sw;
         int64_t x0[6], qlo[6], qhi[6], cc[6], rr[6], p, q, n;
         for (k = 0; k < 6; k++) {
@@ -996,24 +993,11 @@ cdef extern from *:
             for (q = 0; q < Q; q++)
                 for (n = 0; n < N; n += 16, a += 96) {
                     pbl_v16f r[6];
-                    pbl_v8d lw[3], hw[3];
                     for (k = 0; k < 6; k++) {
                         if (q >= lo[k] && q < hi[k]) memcpy(&r[k], src[k] + q * sw * N + n, 64);
                         else r[k] = (pbl_v16f){0};
                     }
-                    for (k = 0; k < 3; k++) {
-                        pbl_v16f x = __builtin_shuffle(r[2 * k], r[2 * k + 1], mlo);
-                        pbl_v16f yv = __builtin_shuffle(r[2 * k], r[2 * k + 1], mhi);
-                        memcpy(&lw[k], &x, 64); memcpy(&hw[k], &yv, 64);
-                    }
-                    for (o = 0; o < 3; o++) {
-                        pbl_v8d u = __builtin_shuffle(lw[0], lw[1], ma[o]);
-                        u = __builtin_shuffle(u, lw[2], mb[o]);
-                        memcpy(a + o * 16, &u, 64);
-                        pbl_v8d w = __builtin_shuffle(hw[0], hw[1], ma[o]);
-                        w = __builtin_shuffle(w, hw[2], mb[o]);
-                        memcpy(a + 48 + o * 16, &w, 64);
-                    }
+                    pbl_ilv6(r, &m, a);
                 }
         }
     }
