@@ -490,6 +490,20 @@ def to_arrays(node, ev=None, tensor_cls=None):
 # The backend methods that only need the array module
 
 
+def default_float_dtype(default_dtype, device):
+    """``default_dtype`` as a numpy float type (float16, float32 or float64), else a ValueError
+    naming the backend's ``device``."""
+    try:
+        dt = np.dtype(default_dtype)
+    except TypeError:
+        dt = None
+    if dt not in (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(
+            f"the {device} backend's default dtype must be float16, float32 or float64, got {default_dtype!r}"
+        )
+    return dt.type
+
+
 class ArrayBackend(Backend):
     """A backend over an array module: subclasses set ``xp``, ``tensor_cls``, ``backend_name``
     and ``_assign_from``, and implement ``_execute_fused`` and the
@@ -554,23 +568,7 @@ class ArrayBackend(Backend):
             a = host(a) if not isinstance(a, (list, tuple)) else np.asarray(a)
         return self.xp.array(a, dtype)
 
-    # -- RNG ----------------------------------------------------------------------------------
-    def gen_rng(self, seed=None):
-        """Make a new host RNG from ``seed`` (None: unseeded) and remember its state for reset."""
-        self.rng = np.random.RandomState(seed)
-        self.init_rng_state = self.rng_get_state()
-        return self.rng
-
-    def rng_get_state(self, state=None):
-        """The host RNG state (the ``state`` argument the page lists is accepted and ignored)."""
-        return self.rng.get_state()
-
-    def rng_set_state(self, state):
-        self.rng.set_state(state)
-
-    def rng_reset(self):
-        self.rng_set_state(self.init_rng_state)
-
+    # -- RNG (gen_rng, rng_get_state/set_state/reset: Backend's, on the host RNG) -----------
     def fill_normal(self, ary, mean=0, stdv=1):
         """Fill ``ary`` with normal draws from ``be.rng`` (neon drew from numpy's global RNG)."""
         ary[:] = self.rng.standard_normal(tuple(ary.shape)) * stdv + mean

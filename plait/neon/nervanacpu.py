@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from ._arrays import SUPPORTED_DTYPES as _SUPPORTED_DTYPES, ArrayBackend, ArrayTensor, data as _data
+from ._arrays import SUPPORTED_DTYPES as _SUPPORTED_DTYPES, ArrayBackend, ArrayTensor, data as _data, default_float_dtype
 # OpCollection, OpTreeNode and Tensor are importable from here, as from neon.backends.nervanacpu.
 from .backend import Backend, OpCollection, OpTreeNode, Tensor, describe_operand  # noqa: F401
 
@@ -102,15 +102,8 @@ class NervanaCPU(ArrayBackend):
     def __init__(self, rng_seed=None, default_dtype=np.float32, hist_bins=64, hist_offset=-48,
                  compat_mode=None, num_devices=None, stochastic_round=None, device_id=None,
                  deterministic=None):
-        try:
-            dt = np.dtype(default_dtype)
-        except TypeError:
-            dt = None
-        if dt not in (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)):
-            raise ValueError(
-                f"the CPU backend's default dtype must be float16, float32 or float64, got {default_dtype!r}"
-            )
-        super().__init__(rng_seed, dt.type, compat_mode=compat_mode, deterministic=deterministic)
+        super().__init__(rng_seed, default_float_dtype(default_dtype, "CPU"), compat_mode=compat_mode,
+                         deterministic=deterministic)
         self.device_type = 0
         self.device_id = 0
         self.tensor_cls = CPUTensor

@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from . import _fuse_cuda
-from ._arrays import ArrayBackend, ArrayTensor, store
+from ._arrays import ArrayBackend, ArrayTensor, default_float_dtype, store
 from .backend import Backend, OpTreeNode
 from .nervanacpu import NervanaCPU
 
@@ -102,15 +102,8 @@ class NervanaGPU(ArrayBackend):
             _xp = cupy
         self.xp = _xp
         self._launcher = _launcher
-        try:
-            dt = np.dtype(default_dtype)
-        except TypeError:
-            dt = None
-        if dt not in (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)):
-            raise ValueError(
-                f"the GPU backend's default dtype must be float16, float32 or float64, got {default_dtype!r}"
-            )
-        super().__init__(rng_seed, dt.type, compat_mode=compat_mode, deterministic=deterministic)
+        super().__init__(rng_seed, default_float_dtype(default_dtype, "GPU"), compat_mode=compat_mode,
+                         deterministic=deterministic)
         self.device_type = 1
         self.device_id = int(device_id or 0)
         self.tensor_cls = GPUTensor
