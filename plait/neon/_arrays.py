@@ -497,7 +497,8 @@ def default_float_dtype(default_dtype, device):
         dt = np.dtype(default_dtype)
     except TypeError:
         dt = None
-    if dt not in (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)):
+    # (dt is None first: numpy compares None equal to float64's dtype.)
+    if dt is None or dt not in (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)):
         raise ValueError(
             f"the {device} backend's default dtype must be float16, float32 or float64, got {default_dtype!r}"
         )

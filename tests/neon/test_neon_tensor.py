@@ -396,3 +396,12 @@ def test_importing_the_face_leaves_other_faces_and_frameworks_out():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout.strip().splitlines()[-1]) == []
+
+
+def test_a_non_float_default_dtype_is_refused_naming_the_backend():
+    from plait.neon import gen_backend
+
+    with pytest.raises(ValueError, match="CPU backend's default dtype.*int32"):
+        gen_backend(backend="cpu", datatype=np.int32)
+    with pytest.raises(ValueError, match="CPU backend's default dtype"):
+        gen_backend(backend="cpu", datatype="not a dtype")
