@@ -552,24 +552,12 @@ def write_file_atomically(path: PathLike, data: Union[bytes, bytearray, memoryvi
     the folder fsynced; on any failure (a full disk, an exception, a signal) the temporary file
     is removed and `path` is untouched. The new file gets the usual permissions (0666 & ~umask).
     """
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}{TMP_MARK}", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as file:
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as file:
             if callable(data):
                 data(file)
             else:
                 file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-        fsync_dir(folder)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 @contextlib.contextmanager
