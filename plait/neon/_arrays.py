@@ -641,9 +641,13 @@ class ArrayBackend(Backend):
         dtype, name = self._like_args(dtype, name)
         return self.ones(other_ary.shape, dtype=dtype, name=name, persist_values=persist_values)
 
-    def execute(self, optree, numpy_call_dict=None):
+    def execute(self, node=None, numpy_call_dict=None, *, optree=None):
         """Run an ``assign`` node: offer it to the fused executor, else evaluate it with the
-        reference evaluator (``_execute_assign``, per backend)."""
+        reference evaluator (``_execute_assign``). The tree is ``node`` as on the spec page, or
+        ``optree`` as neon 2.6's CPU backend names it."""
+        if (node is None) == (optree is None):
+            raise TypeError("execute() takes one op-tree: execute(node) (or execute(optree=...))")
+        optree = node if optree is None else optree
         if not isinstance(optree, OpTreeNode) or optree[0]["op"] != "assign":
             what = optree[0]["op"] if isinstance(optree, OpTreeNode) else type(optree).__name__
             raise ValueError(

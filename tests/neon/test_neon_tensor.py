@@ -405,3 +405,20 @@ def test_a_non_float_default_dtype_is_refused_naming_the_backend():
         gen_backend(backend="cpu", datatype=np.int32)
     with pytest.raises(ValueError, match="CPU backend's default dtype"):
         gen_backend(backend="cpu", datatype="not a dtype")
+
+
+
+def test_execute_takes_the_tree_as_node_or_optree(be):
+    from plait.neon import OpTreeNode
+
+    a = be.ones((2, 2))
+    for how in ("positional", "node", "optree"):
+        out = be.zeros((2, 2))
+        tree = OpTreeNode({"op": "assign", "shape": (2, 2)}, out, a + 1)
+        if how == "positional":
+            be.execute(tree)
+        else:
+            be.execute(**{how: tree})
+        assert (out.get() == 2).all(), how
+    with pytest.raises(TypeError, match="one op-tree"):
+        be.execute()
