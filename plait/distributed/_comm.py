@@ -89,62 +89,94 @@ def _param_entries(model: Any) -> List[Tuple[Any, str, Any]]:
             if not node.has_param(name):
                 continue
             param = node.get_param(name)
-            if type(param) is not numpy.ndarray:
-                raise NotImplementedError(
-                    f"plait.distributed: parameter '{name}' of model '{node.name}' is a {type(param).__module__}."
-                    f"{type(param).__name__}; only numpy (CPU) parameters are supported (the NCCL communicator "
-                    "for GPU arrays is not implemented yet)."
-                )
-            if param.dtype.kind != "f":
-                raise TypeError(
-                    f"plait.distributed: parameter '{name}' of model '{node.name}' has dtype {param.dtype}; "
-                    "only floating-point parameters can be averaged."
-                )
+            _check_array(param, f"parameter '{name}' of model '{node.name}'")
             entries.append((node, name, param))
     return entries
 
 
-class _Bucket:
-    __slots__ = ("dtype", "items", "n_values", "flags_at", "buffer")
+def _on_gpu(array: Any) -> bool:
+    return type(array).__module__.split(".", 1)[0] == "cupy"
 
-    def __init__(self, dtype: numpy.dtype) -> None:
+
+def _check_array(array: Any, what: str) -> None:
+    if type(array) is not numpy.ndarray and not _on_gpu(array):
+        raise NotImplementedError(
+            f"plait.distributed: {what} is a {type(array).__module__}.{type(array).__name__}; only numpy "
+            "(CPU) and cupy (GPU) arrays can be reduced."
+        )
+    if array.dtype.kind != "f":
+        raise TypeError(
+            f"plait.distributed: {what} has dtype {array.dtype}; only floating-point arrays can be averaged."
+        )
+
+
+class _Bucket:
+    __slots__ = ("dtype", "on_gpu", "items", "n_values", "flags_at", "buffer", "host")
+
+    def __init__(self, dtype: numpy.dtype, on_gpu: bool = False) -> None:
         self.dtype = dtype
+        self.on_gpu = on_gpu
         self.items: List[Tuple[int, int, int]] = []  # (entry index, offset, size)
         self.n_values = 0
         self.flags_at: Optional[int] = None
-        self.buffer: Optional[numpy.ndarray] = None
+        self.buffer: Optional[Any] = None  # numpy, or cupy for a GPU bucket
+        self.host: Optional[numpy.ndarray] = None  # a GPU bucket's staging copy for MPI
 
 
-def _make_plan(entries: Sequence[Tuple[Any, str, Any]], bucket_bytes: int, with_flags: bool) -> List[_Bucket]:
-    """Pack parameters into contiguous buckets, one dtype per bucket, about bucket_bytes each.
+def _make_plan(arrays: Sequence[Any], bucket_bytes: int, with_flags: bool) -> List[_Bucket]:
+    """Pack arrays (or (node, name, array) entries) into contiguous buckets of about bucket_bytes.
 
-    With with_flags, the last bucket carries one value per entry after the gradients: 1 where
-    this rank has a gradient for the parameter, so ranks agree on which parameters were updated.
+    One dtype and one device (CPU or GPU) per bucket. With with_flags, the last bucket carries
+    one value per array after the values: 1 where this rank has a gradient for it, so that the
+    ranks agree on which parameters were updated.
     """
+    arrays = [a[2] if isinstance(a, tuple) else a for a in arrays]
     buckets: List[_Bucket] = []
-    open_by_dtype: Dict[str, _Bucket] = {}
-    for index, (_node, _name, param) in enumerate(entries):
-        key = param.dtype.str
-        bucket = open_by_dtype.get(key)
+    open_by_kind: Dict[Tuple[str, bool], _Bucket] = {}
+    for index, param in enumerate(arrays):
+        key = (param.dtype.str, _on_gpu(param))
+        bucket = open_by_kind.get(key)
         nbytes = param.size * param.dtype.itemsize
         if bucket is None or (bucket.n_values and (bucket.n_values * param.dtype.itemsize + nbytes) > bucket_bytes):
-            bucket = _Bucket(param.dtype)
+            bucket = _Bucket(param.dtype, key[1])
             buckets.append(bucket)
-            open_by_dtype[key] = bucket
+            open_by_kind[key] = bucket
         bucket.items.append((index, bucket.n_values, param.size))
         bucket.n_values += param.size
     if with_flags:
-        if not buckets:
-            buckets.append(_Bucket(numpy.dtype("float32")))
+        if not buckets or buckets[-1].on_gpu:
+            # The flags travel in a host bucket: the ranks read them on the CPU.
+            host = [b for b in buckets if not b.on_gpu]
+            flag_bucket = host[-1] if host else _Bucket(numpy.dtype("float32"))
+            if not host:
+                buckets.append(flag_bucket)
+            else:
+                buckets.remove(flag_bucket)
+                buckets.append(flag_bucket)
         buckets[-1].flags_at = buckets[-1].n_values
     for bucket in buckets:
-        total = bucket.n_values + (len(entries) if bucket.flags_at is not None else 0)
-        bucket.buffer = numpy.empty(total, dtype=bucket.dtype)
+        total = bucket.n_values + (len(arrays) if bucket.flags_at is not None else 0)
+        if bucket.on_gpu:
+            import cupy
+
+            bucket.buffer = cupy.empty(total, dtype=bucket.dtype)
+        else:
+            bucket.buffer = numpy.empty(total, dtype=bucket.dtype)
     return buckets
 
 
-def _signature(entries: Sequence[Tuple[Any, str, Any]]) -> Tuple:
-    return tuple((node.name, name, param.shape, param.dtype.str) for node, name, param in entries)
+def _labels(entries: Sequence[Tuple[Any, str, Any]]) -> List[str]:
+    return [f"{node.name}.{name}" for node, name, _param in entries]
+
+
+def _prepare_arrays(arrays: Sequence[Any], labels: Optional[Sequence[str]], what: str) -> List[str]:
+    if labels is None:
+        labels = [f"#{i}" for i in range(len(arrays))]
+    elif len(labels) != len(arrays):
+        raise ValueError(f"{what}: {len(labels)} labels for {len(arrays)} arrays; give one label per array")
+    for label, array in zip(labels, arrays):
+        _check_array(array, f"array {label!r}")
+    return list(labels)
 
 
 class LocalCommunicator:
@@ -163,6 +195,16 @@ class LocalCommunicator:
     def bcast_params(self, model: Any, root: int = 0) -> None:
         _check_root(root, 1)
         _param_entries(model)  # the same refusals (shims, GPU arrays) as with several ranks
+
+    def bcast_arrays(self, arrays: Sequence[Any], root: int = 0, labels: Optional[Sequence[str]] = None) -> List[Any]:
+        _check_root(root, 1)
+        _prepare_arrays(arrays, labels, "bcast_arrays")
+        return list(arrays)
+
+    def allreduce_mean(self, grads: Sequence[Optional[Any]], like: Sequence[Any], labels: Optional[Sequence[str]] = None) -> List[Optional[Any]]:
+        if len(grads) != len(like):
+            raise ValueError(f"allreduce_mean: {len(grads)} gradients for {len(like)} parameters")
+        return list(grads)
 
     def allreduce_grads(self, model: Any) -> None:
         # Nothing to average alone, and no walk of the model per step: what a multi-rank run
@@ -389,14 +431,141 @@ class Communicator:
         self._wait([self._comm.Ibcast(buffer, root=root)])
         return pickle.loads(buffer.tobytes()) if self.rank != root else obj
 
-    def _plan(self, entries: Sequence[Tuple[Any, str, Any]], with_flags: bool) -> List[_Bucket]:
-        key = (with_flags, tuple((id(node), name, param.shape, param.dtype.str) for node, name, param in entries))
+    def _plan(self, arrays: Sequence[Any], with_flags: bool) -> List[_Bucket]:
+        key = (with_flags, tuple((tuple(a.shape), a.dtype.str, _on_gpu(a)) for a in arrays))
         plan = self._plans.get(key)
         if plan is None:
             if len(self._plans) > 16:
                 self._plans.clear()
-            plan = self._plans[key] = _make_plan(entries, self.bucket_bytes, with_flags)
+            plan = self._plans[key] = _make_plan(arrays, self.bucket_bytes, with_flags)
         return plan
+
+    def _check_same_arrays(self, labels: Sequence[str], arrays: Sequence[Any], root: int, what: str) -> None:
+        signature = tuple((label, tuple(a.shape), a.dtype.str) for label, a in zip(labels, arrays))
+        digest = hashlib.sha256(repr(signature).encode()).hexdigest()[:32]
+        views = [pickle.loads(b) for b in self._allgather_bytes(pickle.dumps((digest, self.bucket_bytes)))]
+        digests = [d for d, _ in views]
+        sizes = [b for _, b in views]
+        if len(set(sizes)) > 1:
+            # Different bucket sizes would pair Allreduces of different lengths: refuse up front.
+            raise ValueError(
+                f"plait.distributed.{what}: the ranks were given different gradient bucket sizes "
+                f"({', '.join(f'rank {r}: {b / 2**20:g} MB' for r, b in enumerate(sizes))}); set the same "
+                "PLAIT_DIST_BUCKET_MB (or bucket_mb) on every rank."
+            )
+        if len(set(digests)) > 1:
+            differ = [r for r, d in enumerate(digests) if d != digests[root]]
+            raise ValueError(
+                f"plait.distributed.{what}: the model on rank(s) {', '.join(map(str, differ))} does not have "
+                f"the same parameters (names, shapes, dtypes, in walk order) as on rank {root}. Build and "
+                "initialize the same model, with the same data shapes, on every rank."
+            )
+
+    def _reduce_buckets(self, plan: Sequence[_Bucket], op: str) -> None:
+        """Sum (op="sum") or broadcast from rank `op` (an int) every bucket, in place, all posted at once."""
+        MPI = self._MPI
+        requests = []
+        for bucket in plan:
+            if bucket.on_gpu:
+                if bucket.host is None:
+                    bucket.host = numpy.empty(bucket.buffer.size, dtype=bucket.dtype)
+                bucket.buffer.get(out=bucket.host)
+                buffer = bucket.host
+            else:
+                buffer = bucket.buffer
+            if op == "sum":
+                requests.append(self._comm.Iallreduce(MPI.IN_PLACE, buffer, op=MPI.SUM))
+            else:
+                requests.append(self._comm.Ibcast(buffer, root=op))
+        self._wait(requests)
+        for bucket in plan:
+            if bucket.on_gpu:
+                bucket.buffer.set(bucket.host)
+
+    def bcast_arrays(self, arrays: Sequence[Any], root: int = 0, labels: Optional[Sequence[str]] = None) -> List[Any]:
+        """Overwrite every rank's `arrays` with `root`'s, in place where the arrays are writable.
+
+        The ranks first compare the arrays' labels, shapes and dtypes; a mismatch raises
+        ValueError on every rank. Returns the arrays holding root's values: the same objects,
+        except for read-only or non-contiguous ones, which come back as new arrays.
+        """
+        _check_root(root, self.size)
+        labels = _prepare_arrays(arrays, labels, "bcast_arrays")
+        self._begin("bcast_params (model check)")
+        self._check_same_arrays(labels, arrays, root, "bcast_params")
+        if self.size == 1:
+            return list(arrays)
+        self._begin("bcast_params")
+        plan = self._plan(arrays, with_flags=False)
+        if self.rank == root:
+            for bucket in plan:
+                for index, offset, size in bucket.items:
+                    bucket.buffer[offset:offset + size] = arrays[index].reshape(-1)
+        self._reduce_buckets(plan, root)
+        out = list(arrays)
+        if self.rank != root:
+            for bucket in plan:
+                for index, offset, size in bucket.items:
+                    array = arrays[index]
+                    values = bucket.buffer[offset:offset + size].reshape(array.shape)
+                    if array.flags.writeable and array.flags.c_contiguous:
+                        array[...] = values
+                    else:
+                        out[index] = values.copy()
+        return out
+
+    def allreduce_mean(self, grads: Sequence[Optional[Any]], like: Sequence[Any], labels: Optional[Sequence[str]] = None) -> List[Optional[Any]]:
+        """The mean over all ranks of each gradient in `grads` (None: no gradient on this rank).
+
+        `like[i]` is the parameter of `grads[i]` (its shape, dtype and device). Gradients are
+        packed into contiguous buckets of about `bucket_mb` (one dtype and device each) and
+        reduced with one nonblocking MPI Allreduce per bucket, all posted before waiting. A
+        missing gradient counts as zero; the result is the mean where any rank had a gradient,
+        and None where none did. Writable gradients of the parameter's shape are overwritten in
+        place (and returned); other ones come back as new arrays.
+        """
+        if len(grads) != len(like):
+            raise ValueError(f"allreduce_mean: {len(grads)} gradients for {len(like)} parameters")
+        labels = _prepare_arrays(like, labels, "allreduce_mean")
+        if self.size == 1:
+            return list(grads)
+        self._begin("allreduce_grads")
+        plan = self._plan(like, with_flags=True)
+        flags_bucket = plan[-1]
+        flags = flags_bucket.buffer[flags_bucket.flags_at:]
+        for bucket in plan:
+            buffer = bucket.buffer
+            for index, offset, size in bucket.items:
+                grad = grads[index]
+                if grad is not None:
+                    if grad.size != size:
+                        raise ValueError(
+                            f"allreduce_mean: the gradient of {labels[index]!r} has shape {tuple(grad.shape)}, "
+                            f"its parameter {tuple(like[index].shape)}"
+                        )
+                    buffer[offset:offset + size] = grad.reshape(-1)
+                    flags[index] = 1
+                else:
+                    buffer[offset:offset + size] = 0
+                    flags[index] = 0
+        self._reduce_buckets(plan, "sum")
+        out: List[Optional[Any]] = list(grads)
+        for bucket in plan:
+            scale = bucket.dtype.type(1.0 / self.size)
+            xp = sys.modules["cupy"] if bucket.on_gpu else numpy
+            for index, offset, size in bucket.items:
+                if flags[index] == 0:
+                    out[index] = None
+                    continue
+                param = like[index]
+                total = bucket.buffer[offset:offset + size].reshape(param.shape)
+                grad = grads[index]
+                if (grad is not None and type(grad) is type(param) and grad.flags.writeable
+                        and tuple(grad.shape) == tuple(param.shape) and grad.dtype == param.dtype):
+                    xp.multiply(total, scale, out=grad)  # the mean, in one pass
+                else:
+                    out[index] = (total * scale).astype(param.dtype, copy=False)
+        return out
 
     def bcast_params(self, model: Any, root: int = 0) -> None:
         """Overwrite every rank's parameters with `root`'s (the same model built on every rank).
@@ -404,85 +573,28 @@ class Communicator:
         The ranks first compare their models' parameter lists (names, shapes, dtypes); a
         mismatch raises ValueError on every rank, naming the first difference.
         """
-        _check_root(root, self.size)
         entries = _param_entries(model)
-        self._begin("bcast_params (model check)")
-        digest = hashlib.sha256(repr(_signature(entries)).encode()).hexdigest()[:32]
-        views = [pickle.loads(b) for b in self._allgather_bytes(pickle.dumps((digest, self.bucket_bytes)))]
-        digests = [d for d, _ in views]
-        sizes = [b for _, b in views]
-        if len(set(sizes)) > 1:
-            # Different bucket sizes would pair Allreduces of different lengths: refuse up front.
-            raise ValueError(
-                "plait.distributed.bcast_params: the ranks were given different gradient bucket sizes "
-                f"({', '.join(f'rank {r}: {b / 2**20:g} MB' for r, b in enumerate(sizes))}); set the same "
-                "PLAIT_DIST_BUCKET_MB (or bucket_mb) on every rank."
-            )
-        if len(set(digests)) > 1:
-            differ = [r for r, d in enumerate(digests) if d != digests[root]]
-            raise ValueError(
-                f"plait.distributed.bcast_params: the model on rank(s) {', '.join(map(str, differ))} does not have "
-                f"the same parameters (names, shapes, dtypes, in walk order) as on rank {root}. Build and "
-                "initialize the same model, with the same data shapes, on every rank."
-            )
-        if self.size == 1:
-            return
-        self._begin("bcast_params")
-        plan = self._plan(entries, with_flags=False)
-        if self.rank == root:
-            for bucket in plan:
-                for index, offset, size in bucket.items:
-                    bucket.buffer[offset:offset + size] = entries[index][2].reshape(-1)
-        self._wait([self._comm.Ibcast(bucket.buffer, root=root) for bucket in plan])
-        if self.rank != root:
-            for bucket in plan:
-                for index, offset, size in bucket.items:
-                    node, name, param = entries[index]
-                    values = bucket.buffer[offset:offset + size].reshape(param.shape)
-                    if param.flags.writeable and param.flags.c_contiguous:
-                        param[...] = values
-                    else:
-                        node.set_param(name, values.copy())
+        arrays = [param for _node, _name, param in entries]
+        result = self.bcast_arrays(arrays, root, labels=_labels(entries))
+        for (node, name, param), value in zip(entries, result):
+            if value is not param:
+                node.set_param(name, value)
 
     def allreduce_grads(self, model: Any) -> None:
         """Replace every parameter gradient of `model` by its mean over all ranks, in place.
 
-        Gradients are packed into contiguous buckets of about `bucket_mb` (one dtype each) and
-        reduced with one nonblocking MPI Allreduce per bucket, all posted before waiting. A
-        parameter without a gradient on this rank counts as a zero gradient; it gets the mean
-        if any rank had a gradient for it, and stays without one when none did.
+        See `allreduce_mean`: one nonblocking Allreduce per bucket of about `bucket_mb`; a
+        parameter without a gradient on this rank counts as zero there, gets the mean if any
+        rank had a gradient for it, and stays without one when none did.
         """
         entries = _param_entries(model)
         if self.size == 1:
             return
-        self._begin("allreduce_grads")
-        plan = self._plan(entries, with_flags=True)
-        flags_bucket = plan[-1]
-        flags = flags_bucket.buffer[flags_bucket.flags_at:]
-        for bucket in plan:
-            buffer = bucket.buffer
-            for index, offset, size in bucket.items:
-                node, name, _param = entries[index]
-                if node.has_grad(name):
-                    numpy.copyto(buffer[offset:offset + size], numpy.asarray(node.get_grad(name)).reshape(-1), casting="same_kind")
-                    flags[index] = 1
-                else:
-                    buffer[offset:offset + size] = 0
-                    flags[index] = 0
-        requests = [self._comm.Iallreduce(self._MPI.IN_PLACE, bucket.buffer, op=self._MPI.SUM) for bucket in plan]
-        self._wait(requests)
-        for bucket in plan:
-            scale = bucket.dtype.type(1.0 / self.size)
-            for index, offset, size in bucket.items:
-                if flags[index] == 0:
-                    continue
-                node, name, param = entries[index]
-                total = bucket.buffer[offset:offset + size].reshape(param.shape)
-                grad = node.get_grad(name) if node.has_grad(name) else None
-                if type(grad) is numpy.ndarray and grad.flags.writeable and grad.shape == param.shape:
-                    numpy.multiply(total, scale, out=grad, casting="same_kind")  # the mean, in one pass
-                else:
-                    node.set_grad(name, (total * scale).astype(param.dtype, copy=False))
+        grads = [node.get_grad(name) if node.has_grad(name) else None for node, name, _param in entries]
+        result = self.allreduce_mean(grads, [param for _node, _name, param in entries], labels=_labels(entries))
+        for (node, name, _param), before, after in zip(entries, grads, result):
+            if after is not None and after is not before:
+                node.set_grad(name, after)
 
 
 _WORLD: Optional[Any] = None

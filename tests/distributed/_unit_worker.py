@@ -22,7 +22,8 @@ def main():
     nodes = [n for n in model.walk() if n.param_names]
     wide = nodes[0]
     wide.set_param("b", wide.get_param("b").astype("float64"))
-    plan = comm._plan(__import__("plait.distributed._comm", fromlist=["x"])._param_entries(model), True)
+    entries = __import__("plait.distributed._comm", fromlist=["x"])._param_entries(model)
+    plan = comm._plan([param for _node, _name, param in entries], True)
     assert len(plan) >= 3 and {b.dtype.str for b in plan} == {"<f4", "<f8"}, [(b.dtype, b.n_values) for b in plan]
 
     def grad_value(r, i, name, shape, dtype):
@@ -81,6 +82,26 @@ def main():
     else:
         raise AssertionError("bcast_params accepted different bucket sizes")
     comm.bucket_bytes = saved
+
+    # The array-level collectives the Chainer face builds on: None in, mean or None out; a
+    # read-only gradient comes back as a new array, a writable one is overwritten in place.
+    like = [numpy.zeros((3, 2), "f"), numpy.zeros(4, "float64"), numpy.zeros(2, "f")]
+    mine = numpy.full((3, 2), rank + 1.0, "f")
+    frozen = numpy.full(4, 2.0 * rank, "float64")
+    frozen.flags.writeable = False
+    out = comm.allreduce_mean([mine, frozen if rank == 0 else None, None], like, labels=["a", "b", "c"])
+    assert out[0] is mine and (mine == 1.5).all(), mine
+    assert out[1] is not frozen and out[1].dtype == numpy.float64 and (out[1] == 0.0).all(), out[1]
+    assert out[2] is None
+    arrays = [numpy.full(5, float(rank), "f"), numpy.full((2, 2), 10.0 + rank)]
+    got = comm.bcast_arrays(arrays, root=1)
+    assert got[0] is arrays[0] and (got[0] == 1).all() and (got[1] == 11).all(), got
+    try:
+        comm.allreduce_mean([None], like)
+    except ValueError as error:
+        assert "1 gradients for 3 parameters" in str(error), error
+    else:
+        raise AssertionError("allreduce_mean accepted mismatched lists")
 
     # Objects and scalars.
     assert comm.allreduce_scalar(rank + 1.5, op="sum") == 4.0
