@@ -44,6 +44,7 @@ from ._comm import (
     launched_by_mpi,
 )
 from ._data_parallel import DataParallel, distributed_finish_update, shard
+from ._nccl import NcclCommunicator
 
 __all__ = [
     "Communicator",
@@ -51,6 +52,7 @@ __all__ = [
     "DEFAULT_BUCKET_MB",
     "DEFAULT_TIMEOUT",
     "LocalCommunicator",
+    "NcclCommunicator",
     "distributed_finish_update",
     "get_communicator",
     "launched_by_mpi",

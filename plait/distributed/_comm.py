@@ -294,16 +294,17 @@ class Communicator:
         if self._pongs_out:
             self._pongs_out = [r for r in self._pongs_out if not r.Test()]
 
-    def _wait(self, requests: List[Any]) -> None:
+    def _wait(self, requests: List[Any], device_done: Optional[Any] = None) -> None:
         # MPI makes progress (without a progress thread) only while some rank calls into it, so
         # this spins on Testall rather than sleeping between tests: a sleep would stall the
         # reduction itself. The clock and the ping side channel are looked at every 64 tests.
+        # device_done: a callable that says whether work queued on the GPU (NCCL) has finished.
         MPI = self._MPI
         testall = MPI.Request.Testall
         deadline = time.monotonic() + self.timeout
         spins = 0
         try:
-            while not testall(requests):
+            while not (testall(requests) and (device_done is None or device_done())):
                 spins += 1
                 if spins & 63 == 0:
                     now = time.monotonic()
@@ -360,6 +361,7 @@ class Communicator:
         )
 
     def _abort(self, message: str) -> None:
+        self._before_abort()
         sys.stdout.flush()
         sys.stderr.write(f"plait.distributed: rank {self.rank} of {self.size}: {message} Aborting the job.\n")
         sys.stderr.flush()
@@ -368,6 +370,9 @@ class Communicator:
         time.sleep(0.5)
         self._MPI.COMM_WORLD.Abort(1)
         os._exit(1)  # Abort does not return; this is the belt to its braces.
+
+    def _before_abort(self) -> None:
+        """Hook for subclasses: release what MPI_Abort would not (the NCCL communicator)."""
 
     # --- collectives --------------------------------------------------------------------
 

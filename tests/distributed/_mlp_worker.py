@@ -43,10 +43,22 @@ def text_cnn():
     )
 
 
+def on_device(*arrays):
+    # PLAIT_TEST_OPS=cupy: the model's parameters and the data on the GPU (CupyOps); the
+    # communicator then reduces cupy gradients (staged through host memory by MPI).
+    if os.environ.get("PLAIT_TEST_OPS") != "cupy":
+        return arrays
+    from plait.api import CupyOps, set_current_ops
+
+    ops = CupyOps()
+    set_current_ops(ops)
+    return tuple(ops.asarray(a) for a in arrays)
+
+
 def main():
     mode, out = sys.argv[1], sys.argv[2]
     comm = get_communicator()
-    X, Y = data()
+    X, Y = on_device(*data())
     # Different random init on every rank: bcast_params must make them equal.
     numpy.random.seed(1234 + comm.rank)
     model = chain(Relu(16), Relu(16), Softmax(4)).initialize(X=X[:4], Y=Y[:4])
@@ -91,7 +103,7 @@ def main():
 def finish(comm, model, Xs, Ys, out):
     loss = comm.allreduce_scalar(float(((model.predict(Xs) - Ys) ** 2).sum()), op="sum")
     metrics = comm.gather({"rank": comm.rank, "n": len(Xs)})
-    params = {f"{node.id - model.id}_{name}": node.get_param(name) for node in model.walk() for name in node.param_names if node.has_param(name)}
+    params = {f"{node.id - model.id}_{name}": node.ops.to_numpy(node.get_param(name)) for node in model.walk() for name in node.param_names if node.has_param(name)}
     # Every rank ends with the same weights.
     others = comm.allgather(params)
     for other in others:
