@@ -98,6 +98,11 @@ def _on_gpu(array: Any) -> bool:
     return type(array).__module__.split(".", 1)[0] == "cupy"
 
 
+def _writable(array: Any) -> bool:
+    # cupy arrays have no `writeable` flag: they always are.
+    return getattr(array.flags, "writeable", True)
+
+
 def _check_array(array: Any, what: str) -> None:
     if type(array) is not numpy.ndarray and not _on_gpu(array):
         raise NotImplementedError(
@@ -513,7 +518,7 @@ class Communicator:
                 for index, offset, size in bucket.items:
                     array = arrays[index]
                     values = bucket.buffer[offset:offset + size].reshape(array.shape)
-                    if array.flags.writeable and array.flags.c_contiguous:
+                    if _writable(array) and array.flags.c_contiguous:
                         array[...] = values
                     else:
                         out[index] = values.copy()
@@ -565,7 +570,7 @@ class Communicator:
                 param = like[index]
                 total = bucket.buffer[offset:offset + size].reshape(param.shape)
                 grad = grads[index]
-                if (grad is not None and type(grad) is type(param) and grad.flags.writeable
+                if (grad is not None and type(grad) is type(param) and _writable(grad)
                         and tuple(grad.shape) == tuple(param.shape) and grad.dtype == param.dtype):
                     xp.multiply(total, scale, out=grad)  # the mean, in one pass
                 else:
