@@ -1,7 +1,8 @@
 """Serve `chainer` from plait: after `install()`, `import chainer.functions` gives `plait.chainer.functions`.
 
-For programs written for Chainer 1.7.2 (its examples among them), unchanged. Three ways to switch
-it on (see plait/_alias.py):
+For programs written for Chainer 1.7.2 (its examples among them), unchanged, and with `chainermn`
+served by plait.chainermn too (ChainerMN 1.3's API). Three ways to switch it on (see
+plait/_alias.py):
 
     import plait.chainer_alias; plait.chainer_alias.install()   # before chainer is imported
     PLAIT_AS_CHAINER=1 python train_mnist.py ...
@@ -11,7 +12,10 @@ from __future__ import annotations
 
 from . import _alias
 
-ALIAS = _alias.register(_alias.Alias("chainer", "plait.chainer", "PLAIT_AS_CHAINER"))
+# `chainermn` (plait.chainermn) is served with it: ChainerMN code imports both (plait/chainermn_alias.py).
+ALIAS = _alias.register(
+    _alias.Alias("chainer", "plait.chainer", "PLAIT_AS_CHAINER", on_install=("plait.chainermn_alias:install",))
+)
 
 AliasError = _alias.AliasError
 
