@@ -1,10 +1,11 @@
 """Run by test_chainermn_mpi.py under mpiexec (or alone): Chainer's tutorial MLP, data-parallel.
 
-argv: MODE OUT [BATCH STEPS [COMMUNICATOR [OPTIMIZER]]]
-  train OUT BATCH STEPS NAME OPT : train the MNIST example's MLP (three Linear layers with relu,
+argv: MODE OUT [BATCH STEPS [COMMUNICATOR [OPTIMIZER [DEVICE]]]]
+  train OUT BATCH STEPS NAME OPT DEVICE : train the MNIST example's MLP (three Linear layers with relu,
         in L.Classifier) for STEPS steps of BATCH examples per rank, with
         create_multi_node_optimizer over create_communicator(NAME) and the data given by
-        scatter_dataset; rank 0 writes the final parameters and the evaluated loss to OUT (npz).
+        scatter_dataset, on the CPU or (DEVICE "gpu") with the model and batches on the GPU
+        (the communicator's current device); rank 0 writes the final parameters and the evaluated loss to OUT (npz).
   hang  OUT : write this rank's pid to OUT.rank<r>, then train forever (to be killed).
 
 The data lives on rank 0 only. It is ordered so that the ranks' i-th batches of BATCH examples
@@ -48,10 +49,13 @@ def main():
     steps = int(sys.argv[4]) if len(sys.argv) > 4 else 1000
     name = sys.argv[5] if len(sys.argv) > 5 else "flat"
     opt_name = sys.argv[6] if len(sys.argv) > 6 else "adam"
+    on_gpu = len(sys.argv) > 7 and sys.argv[7] == "gpu"
     comm = chainermn.create_communicator(name)
     # A different initialisation on every rank: the optimizer's setup must make them equal.
     numpy.random.seed(1234 + comm.rank)
     model = L.Classifier(MLP(N_IN, N_UNITS, N_OUT))
+    if on_gpu:
+        model.to_gpu()
     actual = chainer.optimizers.Adam(alpha=0.002) if opt_name == "adam" else chainer.optimizers.MomentumSGD(lr=0.05)
     optimizer = chainermn.create_multi_node_optimizer(actual, comm)
     optimizer.setup(model)
@@ -68,6 +72,8 @@ def main():
     Xs = chainermn.scatter_dataset(X, comm)
     Ts = chainermn.scatter_dataset(T, comm)
     assert len(Xs) == len(Ts) and len(Xs) % batch == 0, (len(Xs), len(Ts))
+    if on_gpu:
+        Xs, Ts = chainer.cuda.to_gpu(Xs), chainer.cuda.to_gpu(Ts)
     per_epoch = len(Xs) // batch
 
     if mode == "hang":
@@ -91,7 +97,7 @@ def main():
 
     # Each rank's loss on its (equal) share, averaged: the loss on all the data.
     result = chainermn.create_multi_node_evaluator(evaluate, comm)()
-    params = {path.replace("/", "_"): p.data for path, p in sorted(model.namedparams())}
+    params = {path.replace("/", "_"): chainer.cuda.to_cpu(p.data) for path, p in sorted(model.namedparams())}
     gathered = comm.gather_obj(params)
     if comm.rank == 0:
         for other in gathered:  # every rank ends with the same weights

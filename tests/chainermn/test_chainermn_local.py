@@ -11,6 +11,7 @@ import plait.chainer.functions as F
 import plait.chainer.links as L
 import plait.chainermn as chainermn
 from _cmn_launch import HERE, LAUNCHER_VARS, env
+from _env import HAS_GPU
 
 
 @pytest.fixture(autouse=True)
@@ -194,6 +195,37 @@ def test_multi_node_optimizer_rebroadcasts_and_skips_a_step_when_the_parameters_
     assert opt.t == 0  # the step was skipped: the parameters were broadcast instead
     opt.update()
     assert opt.t == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason="needs cupy and a CUDA device")
+@pytest.mark.parametrize("name", ["pure_nccl", "flat"])
+def test_gpu_model_alone_steps_as_the_real_optimizer(name):
+    # A GPU communicator without mpiexec: a world of one (no NCCL needed), cupy parameters.
+    comm = chainermn.create_communicator(name)
+    assert comm.size == 1
+    numpy.random.seed(0)
+    a = L.Classifier(MLP())
+    b = a.copy()
+    a.to_gpu()
+    b.to_gpu()
+    plain = chainer.optimizers.Adam()
+    plain.setup(b)
+    multi = chainermn.create_multi_node_optimizer(chainer.optimizers.Adam(), comm)
+    multi.setup(a)
+    rng = numpy.random.default_rng(1)
+    for _ in range(3):
+        x = chainer.cuda.to_gpu(rng.random((4, 6), dtype=numpy.float32))
+        t = chainer.cuda.to_gpu(rng.integers(0, 3, 4).astype(numpy.int32))
+        multi.update(a, chainer.Variable(x), chainer.Variable(t))
+        plain.update(b, chainer.Variable(x), chainer.Variable(t))
+    for (k, p), (_, q) in zip(sorted(a.namedparams()), sorted(b.namedparams())):
+        numpy.testing.assert_array_equal(chainer.cuda.to_cpu(p.data), chainer.cuda.to_cpu(q.data), err_msg=k)
+    x = chainer.cuda.to_gpu(numpy.arange(4.0))
+    assert type(comm.bcast(x)) is type(x) and type(comm.allreduce(x)) is type(x)
+    shares = chainermn.scatter_dataset(x, comm)
+    assert type(shares) is type(x) and shares.tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert chainermn.create_communicator("pure_nccl", allreduce_grad_dtype=numpy.float16).allreduce_grad_dtype == numpy.float16
 
 
 def test_update_without_setup_says_so(comm):

@@ -14,6 +14,7 @@ import numpy
 import pytest
 
 from _cmn_launch import HERE, env, launch, require_two_ranks
+from _env import HAS_GPU
 
 MLP_WORKER = HERE / "_mlp_worker.py"
 UNIT_WORKER = HERE / "_unit_worker.py"
@@ -25,8 +26,8 @@ def mpi():
     require_two_ranks()
 
 
-def _train(n, batch, steps, out, communicator="flat", optimizer="adam"):
-    cmd = launch(n, [str(MLP_WORKER), "train", str(out), str(batch), str(steps), communicator, optimizer])
+def _train(n, batch, steps, out, communicator="flat", optimizer="adam", device="cpu"):
+    cmd = launch(n, [str(MLP_WORKER), "train", str(out), str(batch), str(steps), communicator, optimizer, device])
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env())
     assert result.returncode == 0, result.stderr[-3000:]
     return numpy.load(out)
@@ -50,6 +51,40 @@ def test_two_ranks_match_one_rank_with_twice_the_batch(mpi, tmp_path, communicat
         numpy.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5 * float(numpy.abs(a).max()), err_msg=key)
     # The evaluator's mean over the ranks' halves is the loss on all the data.
     numpy.testing.assert_allclose(float(two["loss"]), float(one["loss"]), rtol=1e-5)
+
+
+def _assert_same_weights(one, two):
+    for key in one.files:
+        a, b = one[key], two[key]
+        numpy.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5 * float(numpy.abs(a).max()), err_msg=key)
+
+
+def _gpu_count():
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceCount()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason="needs cupy and a CUDA device")
+def test_gpu_parameters_on_two_ranks_match_one_rank_with_twice_the_batch(mpi, tmp_path):
+    # 'flat' reduces cupy gradients through host buffers over MPI: two ranks may share one GPU.
+    one = _train(1, 16, 50, tmp_path / "one.npz", "flat", "adam", "gpu")
+    two = _train(2, 8, 50, tmp_path / "two.npz", "flat", "adam", "gpu")
+    _assert_same_weights(one, two)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason="needs cupy and a CUDA device")
+def test_pure_nccl_trains_on_gpus(mpi, tmp_path):
+    one = _train(1, 16, 50, tmp_path / "one.npz", "flat", "adam", "gpu")
+    if _gpu_count() >= 2:
+        # One GPU per rank (NCCL refuses two ranks on one GPU).
+        two = _train(2, 8, 50, tmp_path / "two.npz", "pure_nccl", "adam", "gpu")
+    else:
+        # One GPU: NCCL's world of one rank, which must train exactly as 'flat' alone.
+        two = _train(1, 16, 50, tmp_path / "two.npz", "pure_nccl", "adam", "gpu")
+    _assert_same_weights(one, two)
 
 
 def test_two_ranks_differ_from_one_rank_with_the_same_per_rank_batch(mpi, tmp_path):
