@@ -96,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", type=Path, default=None, metavar="DIR",
                    help="continue the run saved in DIR/model-last: weights, optimizer moments, step and "
                         "epoch counters, best score and data order carry on")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="train data-parallel on N processes of this machine (started with mpiexec; needs "
+                        "pip install 'plait[distributed]'): each step's batch is split among them, and the "
+                        "result is that of one process; under your own mpiexec, leave it out")
     progress = p.add_mutually_exclusive_group()
     progress.add_argument("--no-progress", dest="progress", action="store_false", default=None,
                           help="no progress bar (it is off anyway when stderr is not a terminal)")
@@ -218,11 +222,28 @@ def _silence_stdout() -> None:
         pass
 
 
+def _run_train(args: argparse.Namespace) -> int:
+    from ..distributed import launched_by_mpi
+
+    workers = args.workers
+    if workers is not None and (workers < 1 or workers > 4096):
+        raise CLIError(f"--workers must be a number of processes from 1 to 4096, got {workers}")
+    if workers is not None and workers > 1 and not launched_by_mpi():
+        from . import _workers
+
+        rank_args = _workers.rank_args(args.config, args.overrides, args.output, args.resume, args.gpu,
+                                       args.progress, args.verbose)
+        output = args.output or (args.resume if args.resume is not None else Path("training"))
+        return _workers.launch(workers, rank_args, output)
+    from ._train import train_command
+
+    return train_command(args.config, args.overrides, args.output, args.resume, args.gpu, args.progress,
+                         workers=workers)
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "train":
-        from ._train import train_command
-
-        return train_command(args.config, args.overrides, args.output, args.resume, args.gpu, args.progress)
+        return _run_train(args)
     if args.command == "evaluate":
         from ._evaluate import evaluate_command
 

@@ -127,9 +127,25 @@ def train_command(
     resume: Optional[Path],
     gpu: int,
     progress: Optional[bool],
+    workers: Optional[int] = None,
 ) -> int:
     """Check the config, then train, evaluate and save; returns the exit status."""
-    return prepare(config_path, overrides, output, resume, gpu, progress).run()
+    return prepare(config_path, overrides, output, resume, gpu, progress, workers=workers).run()
+
+
+def _world(workers: Optional[int]) -> Any:
+    """The communicator of a data-parallel run (under an MPI launcher, 2 ranks or more), else None."""
+    from ..distributed import get_communicator, launched_by_mpi
+
+    if not launched_by_mpi():
+        return None
+    comm = get_communicator()
+    if workers is not None and workers != comm.size:
+        raise CLIError(
+            f"--workers {workers}, but the MPI launcher started {comm.size} rank(s): leave --workers out under "
+            "your own mpiexec (its -n sets the number of ranks)."
+        )
+    return comm if comm.size > 1 else None
 
 
 def prepare(
@@ -139,9 +155,19 @@ def prepare(
     resume: Optional[Path] = None,
     gpu: int = -1,
     progress: Optional[bool] = None,
+    *,
+    workers: Optional[int] = None,
 ) -> "_Trainer":
-    """Everything before the first step: check and resolve the config, build, restore, create DIR."""
+    """Everything before the first step: check and resolve the config, build, restore, create DIR.
+
+    Under an MPI launcher with 2 ranks or more (`--workers N`, or `mpiexec -n N plait train`),
+    every rank prepares the same run; only rank 0 locks, creates and writes DIR.
+    """
     parsed = parse_overrides(overrides)
+    comm = _world(workers)
+    lead = comm is None or comm.rank == 0
+    if comm is not None and gpu is not None and gpu >= 0:
+        gpu = gpu + comm.local_rank  # one GPU per rank of this machine: ID, ID+1, ...
     resume_dir: Optional[Path] = None
     if resume is not None:
         resume_dir = _resume_dir(Path(resume))
@@ -154,14 +180,14 @@ def prepare(
     output = Path(output)
     if output.exists() and not output.is_dir():
         raise CLIError(f"--output {str(output)!r} exists and is not a directory.")
-    if resume_dir is not None and resume_dir.parent.resolve() != output.resolve():
+    if lead and resume_dir is not None and resume_dir.parent.resolve() != output.resolve():
         # Another run still writing THEIRS could swap model-last while it is read.
         OutputLock.probe(resume_dir.parent, "--resume")
     # A folder that exists is locked at once (a second run stops before loading anything); a new
     # one once it is created, after the checks.
-    lock = OutputLock(output) if output.is_dir() else None
+    lock = OutputLock(output) if lead and output.is_dir() else None
     try:
-        return _prepare(config_path, parsed, output, resume_dir, gpu, progress, lock)
+        return _prepare(config_path, parsed, output, resume_dir, gpu, progress, lock, comm)
     except BaseException:
         if lock is not None:
             lock.release()
@@ -170,7 +196,7 @@ def prepare(
 
 def _prepare(
     config_path: Path, parsed: Any, output: Path, resume_dir: Optional[Path], gpu: int,
-    progress: Optional[bool], lock: Optional["OutputLock"],
+    progress: Optional[bool], lock: Optional["OutputLock"], comm: Any = None,
 ) -> "_Trainer":
     if resume_dir is not None and Path(config_path) == resume_dir / md.CONFIG_FILE:
         md.read_file(Path(config_path))  # a regular file inside the run folder, within limits
@@ -230,6 +256,12 @@ def _prepare(
         state = _restore(resume_dir, resolved, data_rng)
         known_run = bool(state.run)
         state.run = state.run or _new_run_id()  # a state saved before runs had ids
+    if comm is not None:
+        # Every rank checks that they all built the same model, and starts from rank 0's weights.
+        comm.bcast_params(model)
+    if comm is not None and comm.rank != 0:
+        # Only rank 0 writes DIR, and prints; the other ranks train and evaluate their shares.
+        return _Trainer(resolved, state, data_rng, output, False, resumed=resume_dir is not None, comm=comm)
     # Everything is checked: only now is anything written.
     output.mkdir(parents=True, exist_ok=True)
     own_lock = lock is None
@@ -262,7 +294,7 @@ def _prepare(
         # Nothing of an earlier run in DIR (models, metrics.jsonl) is touched before the first save.
         return _Trainer(
             resolved, state, data_rng, output, progress, resumed=resume_dir is not None, records=records,
-            lock=lock, carry_best=carry_best,
+            lock=lock, carry_best=carry_best, comm=comm,
         )
     except BaseException:
         if own_lock:
@@ -589,7 +621,7 @@ class _Trainer:
     def __init__(
         self, resolved: Resolved, state: TrainState, data_rng: numpy.random.Generator, output: Path,
         progress: Optional[bool], *, resumed: bool = False, records: Optional[List[Dict[str, Any]]] = None,
-        lock: Optional[OutputLock] = None, carry_best: Optional[Dict[str, bytes]] = None,
+        lock: Optional[OutputLock] = None, carry_best: Optional[Dict[str, bytes]] = None, comm: Any = None,
     ) -> None:
         from ..loss import CategoricalCrossentropy, SequenceCategoricalCrossentropy
 
@@ -605,6 +637,12 @@ class _Trainer:
         self.data_rng = data_rng
         self.output = output
         self._lock = lock
+        # Data-parallel run (None: one process): every rank takes its strided share of each
+        # batch; gradients are averaged before each step; only rank 0 (the lead) prints and saves.
+        self.comm = comm
+        self.rank = comm.rank if comm is not None else 0
+        self.size = comm.size if comm is not None else 1
+        self.lead = self.rank == 0
         # THEIRS/model-best of `--resume THEIRS --output MINE`, written at the first save unless
         # that evaluation is itself a new best.
         self._carry_best = carry_best
@@ -637,8 +675,10 @@ class _Trainer:
 
     def _run(self) -> int:
         s, st = self.settings, self.state
-        self._print_header(self.resumed)
+        if self.lead:
+            self._print_header(self.resumed)
         stop_reason = "done"
+        stopped_by: Optional[int] = None  # the signal the run stops for (agreed by all ranks)
         with _Stop() as stop:
             bar = self._new_bar()
             try:
@@ -649,6 +689,12 @@ class _Trainer:
                     t0 = time.perf_counter()
                     self._train_step(batch_idx)
                     self._interval_seconds += time.perf_counter() - t0
+                    stopped_by = stop.signum
+                    if self.comm is not None:
+                        # A signal reaches the ranks at different moments: they stop after the
+                        # step at which they agree, here, whatever arrives later in the step (a
+                        # rank that stopped alone would leave the others waiting).
+                        stopped_by = int(self.comm.allreduce_scalar(float(stop.signum or 0), op="max")) or None
                     if bar is not None:
                         bar.update(1)
                         if st.step % 10 == 0 and self._interval_n and self._interval_seconds:
@@ -665,7 +711,7 @@ class _Trainer:
                             stop_reason = f"no better dev score in {s.patience} evaluations (patience)"
                             break
                         bar = self._new_bar()
-                    if stop.signum is not None:
+                    if stopped_by is not None:
                         break
             finally:
                 bar = self._close_bar(bar)
@@ -676,12 +722,14 @@ class _Trainer:
                 # Resumed at its limit (no save this time): the best model still goes in place.
                 self._write_model(md.BEST, self._carry_best)
                 self._carry_best = None
-        if stop.signum is not None:
-            name = "Ctrl-C" if stop.signum == signal.SIGINT else signal.Signals(stop.signum).name
-            warn(f"Stopped by {name} at step {st.step}: model-last saved to {self.output / md.LAST}")
-            echo(f"  continue with: plait train --resume {self.output}", err=True)
-            return EXIT_SIGINT if stop.signum == signal.SIGINT else EXIT_SIGTERM
-        self._print_footer(stop_reason)
+        if stopped_by is not None:
+            if self.lead:
+                name = "Ctrl-C" if stopped_by == signal.SIGINT else signal.Signals(stopped_by).name
+                warn(f"Stopped by {name} at step {st.step}: model-last saved to {self.output / md.LAST}")
+                echo(f"  continue with: plait train --resume {self.output}", err=True)
+            return EXIT_SIGINT if stopped_by == signal.SIGINT else EXIT_SIGTERM
+        if self.lead:
+            self._print_footer(stop_reason)
         return EXIT_OK
 
     def _limits_reached(self) -> bool:
@@ -731,18 +779,30 @@ class _Trainer:
         return size
 
     def _train_step(self, idx: numpy.ndarray) -> None:
-        X = take(self.dataset.train.X, idx)
-        Y = take(self.dataset.train.Y, idx)
-        guesses, backprop = self.model.begin_update(_on_device(self.model, X))
-        truths = self._truths(Y)
-        backprop(self.loss.get_grad(guesses, truths))
+        n_batch = len(idx)
+        words = n_batch if self.images else sum(len(x) for x in take(self.dataset.train.X, idx))
+        if self.comm is not None:
+            idx = idx[self.rank :: self.size]  # this rank's share; the shares make up the batch
+        if len(idx):
+            X = take(self.dataset.train.X, idx)
+            Y = take(self.dataset.train.Y, idx)
+            guesses, backprop = self.model.begin_update(_on_device(self.model, X))
+            truths = self._truths(Y)
+            d_scores = self.loss.get_grad(guesses, truths)
+            if self.comm is not None and len(idx) * self.size != n_batch:
+                # The loss is a mean over this rank's share; the ranks' gradients are averaged.
+                # Shares of unequal size (a batch not divisible by the ranks) are weighted so
+                # that the average is the mean over the whole batch.
+                d_scores = _scaled(d_scores, len(idx) * self.size / n_batch)
+            backprop(d_scores)
+            loss_sum, n = self._cross_entropy(guesses, truths)
+            self._interval_loss += loss_sum
+            self._interval_n += n
+        if self.comm is not None:
+            self.comm.allreduce_grads(self.model)  # a rank with an empty share adds zeros
         self.model.finish_update(self.optimizer)
         self.optimizer.step_schedules()
         self.state.step += 1
-        loss_sum, n = self._cross_entropy(guesses, truths)
-        self._interval_loss += loss_sum
-        self._interval_n += n
-        words = len(idx) if self.images else sum(len(x) for x in X)
         self._interval_words += words
         self.state.words_seen += words
 
@@ -777,14 +837,21 @@ class _Trainer:
         st = self.state
         dev = self.dataset.dev
         t0 = time.perf_counter()
+        weights = b""
         with self._predict_params():
-            if len(dev):
+            if self.comm is not None:
+                score = self._sharded_accuracy(dev)
+            elif len(dev):
                 guesses = predict_ids(self.model, dev.X, self.task, self.eval_batch)
                 score = accuracy(guesses, dev.Y, self.task)
             else:
                 score = float("nan")
-            weights = self.model.to_bytes()
+            if self.lead:
+                weights = self.model.to_bytes()
         eval_seconds = time.perf_counter() - t0
+        if self.comm is not None:
+            self._interval_loss = self.comm.allreduce_scalar(self._interval_loss, op="sum")
+            self._interval_n = int(self.comm.allreduce_scalar(self._interval_n, op="sum"))
         st.seconds += self._interval_seconds
         loss = self._interval_loss / self._interval_n if self._interval_n else float("nan")
         speed = self._interval_words / self._interval_seconds if self._interval_seconds else 0.0
@@ -797,6 +864,11 @@ class _Trainer:
             # Schedules such as plateau.v1 react to the evaluation score.
             self.optimizer.last_score = score
         st.last_eval_step = st.step
+        if not self.lead:
+            # The same counters and decisions as rank 0 (patience, schedules), nothing written.
+            self._interval_loss, self._interval_n = 0.0, 0
+            self._interval_words, self._interval_seconds = 0, 0.0
+            return
         record = {
             "step": st.step,
             "epoch": st.epoch,
@@ -833,6 +905,22 @@ class _Trainer:
         self._saved_last = True
         self._interval_loss, self._interval_n = 0.0, 0
         self._interval_words, self._interval_seconds = 0, 0.0
+
+    def _sharded_accuracy(self, dev: Any) -> float:
+        """Dev accuracy with each rank scoring its strided share: the same number on every rank."""
+        from ._evaluate import flat
+
+        share = numpy.arange(self.rank, len(dev), self.size)
+        correct = total = 0
+        if len(share):
+            guesses = predict_ids(self.model, take(dev.X, share), self.task, self.eval_batch)
+            g, t = flat(guesses, self.task), flat(take(dev.Y, share), self.task)
+            correct, total = int((g == t).sum()), int(t.size)
+        correct = int(self.comm.allreduce_scalar(correct, op="sum"))
+        total = int(self.comm.allreduce_scalar(total, op="sum"))
+        if not len(dev):
+            return float("nan")
+        return correct / total if total else 0.0
 
     # -------------------------------------------------------------------------------- saving
 
@@ -940,6 +1028,7 @@ class _Trainer:
             f"Training: up to {' or '.join(limits)}, batch size {batch}, evaluation every {s.eval_frequency} steps"
             + (f", patience {s.patience}" if s.patience else "")
             + (f", dropout {s.dropout}" if s.dropout is not None else "")
+            + (f", {self.size} workers (each takes 1/{self.size} of every batch)" if self.size > 1 else "")
             + f"; output in {self.output}"
         )
         if resumed:
@@ -1005,6 +1094,13 @@ class _Trainer:
         if bar is not None:
             bar.close()
         return None
+
+
+def _scaled(d_scores: Any, factor: float) -> Any:
+    """d_scores (an array, or a list of arrays for taggers) times factor."""
+    if isinstance(d_scores, list):
+        return [d * factor for d in d_scores]
+    return d_scores * factor
 
 
 def _on_device(model: Any, X: Any) -> Any:
