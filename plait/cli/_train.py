@@ -643,6 +643,11 @@ class _Trainer:
         self.rank = comm.rank if comm is not None else 0
         self.size = comm.size if comm is not None else 1
         self.lead = self.rank == 0
+        self.dp: Any = None
+        if comm is not None:
+            from ..distributed import DataParallel
+
+            self.dp = DataParallel(self.model, comm, broadcast=False)  # prepare() broadcast already
         # THEIRS/model-best of `--resume THEIRS --output MINE`, written at the first save unless
         # that evaluation is itself a new best.
         self._carry_best = carry_best
@@ -786,7 +791,7 @@ class _Trainer:
         if len(idx):
             X = take(self.dataset.train.X, idx)
             Y = take(self.dataset.train.Y, idx)
-            guesses, backprop = self.model.begin_update(_on_device(self.model, X))
+            guesses, backprop = (self.dp or self.model).begin_update(_on_device(self.model, X))
             truths = self._truths(Y)
             d_scores = self.loss.get_grad(guesses, truths)
             if self.comm is not None and len(idx) * self.size != n_batch:
@@ -798,9 +803,8 @@ class _Trainer:
             loss_sum, n = self._cross_entropy(guesses, truths)
             self._interval_loss += loss_sum
             self._interval_n += n
-        if self.comm is not None:
-            self.comm.allreduce_grads(self.model)  # a rank with an empty share adds zeros
-        self.model.finish_update(self.optimizer)
+        # Averaged over the ranks (reduced during backprop); an empty share adds zeros.
+        (self.dp or self.model).finish_update(self.optimizer)
         self.optimizer.step_schedules()
         self.state.step += 1
         self._interval_words += words

@@ -471,26 +471,479 @@ class Communicator:
                 "initialize the same model, with the same data shapes, on every rank."
             )
 
-    def _reduce_buckets(self, plan: Sequence[_Bucket], op: str) -> None:
-        """Sum (op="sum") or broadcast from rank `op` (an int) every bucket, in place, all posted at once."""
+    def _start(self, bucket: _Bucket, op: Any) -> List[Any]:
+        """Post the sum (op="sum") or broadcast from rank `op` (an int) of one bucket; its requests.
+
+        A GPU bucket travels through its host copy here (see NcclCommunicator for NCCL).
+        """
         MPI = self._MPI
-        requests = []
+        buffer = bucket.buffer
+        if bucket.on_gpu:
+            if bucket.host is None:
+                bucket.host = numpy.empty(bucket.buffer.size, dtype=bucket.dtype)
+            bucket.buffer.get(out=bucket.host)
+            buffer = bucket.host
+        if op == "sum":
+            return [self._comm.Iallreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)]
+        return [self._comm.Ibcast(buffer, root=op)]
+
+    def _device_done(self) -> Optional[Any]:
+        """A callable telling whether GPU work queued by _start has finished (None: there is none)."""
+        return None
+
+    def _complete(self, plan: Sequence[_Bucket], requests: List[Any]) -> None:
+        """Wait for the started buckets of `plan`; their values are then in bucket.buffer."""
+        self._wait(requests, self._device_done())
         for bucket in plan:
-            if bucket.on_gpu:
-                if bucket.host is None:
-                    bucket.host = numpy.empty(bucket.buffer.size, dtype=bucket.dtype)
-                bucket.buffer.get(out=bucket.host)
-                buffer = bucket.host
-            else:
-                buffer = bucket.buffer
-            if op == "sum":
-                requests.append(self._comm.Iallreduce(MPI.IN_PLACE, buffer, op=MPI.SUM))
-            else:
-                requests.append(self._comm.Ibcast(buffer, root=op))
-        self._wait(requests)
-        for bucket in plan:
-            if bucket.on_gpu:
+            if bucket.on_gpu and bucket.host is not None:
                 bucket.buffer.set(bucket.host)
+
+    def _reduce_buckets(self, plan: Sequence[_Bucket], op: Any) -> None:
+        """Sum (op="sum") or broadcast from rank `op` (an int) every bucket, in place, all posted at once."""
+        requests: List[Any] = []
+        for bucket in plan:
+            requests += self._start(bucket, op)
+        self._complete(plan, requests)
+
+    @staticmethod
+    def _pack(bucket: _Bucket, grads: Sequence[Optional[Any]], flags: Any, labels: Sequence[str], like: Sequence[Any]) -> None:
+        """Copy the bucket's gradients into its buffer; a missing one as zeros, flagged 0."""
+        buffer = bucket.buffer
+        for index, offset, size in bucket.items:
+            grad = grads[index]
+            if grad is not None:
+                if grad.size != size:
+                    raise ValueError(
+                        f"allreduce_mean: the gradient of {labels[index]!r} has shape {tuple(grad.shape)}, "
+                        f"its parameter {tuple(like[index].shape)}"
+                    )
+                buffer[offset:offset + size] = grad.reshape(-1)
+                flags[index] = 1
+            else:
+                buffer[offset:offset + size] = 0
+                flags[index] = 0
+
+    def _unpack(self, plan: Sequence[_Bucket], grads: Sequence[Optional[Any]], like: Sequence[Any], flags: Any) -> List[Optional[Any]]:
+        """The means out of the reduced buckets: in place where the gradient allows, None where no rank had one."""
+        out: List[Optional[Any]] = list(grads)
+        for bucket in plan:
+            scale = bucket.dtype.type(1.0 / self.size)
+            xp = sys.modules["cupy"] if bucket.on_gpu else numpy
+            for index, offset, size in bucket.items:
+                if flags[index] == 0:
+                    out[index] = None
+                    continue
+                param = like[index]
+                total = bucket.buffer[offset:offset + size].reshape(param.shape)
+                grad = grads[index]
+                if (grad is not None and type(grad) is type(param) and _writable(grad)
+                        and tuple(grad.shape) == tuple(param.shape) and grad.dtype == param.dtype):
+                    xp.multiply(total, scale, out=grad)  # the mean, in one pass
+                else:
+                    out[index] = (total * scale).astype(param.dtype, copy=False)
+        return out
+
+    def bcast_arrays(self, arrays: Sequence[Any], root: int = 0, labels: Optional[Sequence[str]] = None) -> List[Any]:
+        """Overwrite every rank's `arrays` with `root`'s, in place where the arrays are writable.
+
+        The ranks first compare the arrays' labels, shapes and dtypes; a mismatch raises
+        ValueError on every rank. Returns the arrays holding root's values: the same objects,
+        except for read-only or non-contiguous ones, which come back as new arrays.
+        """
+        _check_root(root, self.size)
+        labels = _prepare_arrays(arrays, labels, "bcast_arrays")
+        self._begin("bcast_params (model check)")
+        self._check_same_arrays(labels, arrays, root, "bcast_params")
+        if self.size == 1:
+            return list(arrays)
+        self._begin("bcast_params")
+        plan = self._plan(arrays, with_flags=False)
+        if self.rank == root:
+            for bucket in plan:
+                for index, offset, size in bucket.items:
+                    bucket.buffer[offset:offset + size] = arrays[index].reshape(-1)
+        self._reduce_buckets(plan, root)
+        out = list(arrays)
+        if self.rank != root:
+            for bucket in plan:
+                for index, offset, size in bucket.items:
+                    array = arrays[index]
+                    values = bucket.buffer[offset:offset + size].reshape(array.shape)
+                    if _writable(array) and array.flags.c_contiguous:
+                        array[...] = values
+                    else:
+                        out[index] = values.copy()
+        return out
+
+    def allreduce_mean(self, grads: Sequence[Optional[Any]], like: Sequence[Any], labels: Optional[Sequence[str]] = None) -> List[Optional[Any]]:
+        """The mean over all ranks of each gradient in `grads` (None: no gradient on this rank).
+
+        `like[i]` is the parameter of `grads[i]` (its shape, dtype and device). Gradients are
+        packed into contiguous buckets of about `bucket_mb` (one dtype and device each) and
+        reduced with one nonblocking MPI Allreduce per bucket, all posted before waiting. A
+        missing gradient counts as zero; the result is the mean where any rank had a gradient,
+        and None where none did. Writable gradients of the parameter's shape are overwritten in
+        place (and returned); other ones come back as new arrays.
+        """
+        if len(grads) != len(like):
+            raise ValueError(f"allreduce_mean: {len(grads)} gradients for {len(like)} parameters")
+        labels = _prepare_arrays(like, labels, "allreduce_mean")
+        if self.size == 1:
+            return list(grads)
+        self._begin("allreduce_grads")
+        plan = self._plan(like, with_flags=True)
+        flags_bucket = plan[-1]
+        flags = flags_bucket.buffer[flags_bucket.flags_at:]
+        for bucket in plan:
+            self._pack(bucket, grads, flags, labels, like)
+        self._reduce_buckets(plan, "sum")
+        return self._unpack(plan, grads, like, flags)
+
+    def bcast_params(self, model: Any, root: int = 0) -> None:
+        _check_root(root, 1)
+        _param_entries(model)  # the same refusals (shims, GPU arrays) as with several ranks
+
+    def bcast_arrays(self, arrays: Sequence[Any], root: int = 0, labels: Optional[Sequence[str]] = None) -> List[Any]:
+        _check_root(root, 1)
+        _prepare_arrays(arrays, labels, "bcast_arrays")
+        return list(arrays)
+
+    def allreduce_mean(self, grads: Sequence[Optional[Any]], like: Sequence[Any], labels: Optional[Sequence[str]] = None) -> List[Optional[Any]]:
+        if len(grads) != len(like):
+            raise ValueError(f"allreduce_mean: {len(grads)} gradients for {len(like)} parameters")
+        return list(grads)
+
+    def allreduce_grads(self, model: Any) -> None:
+        # Nothing to average alone, and no walk of the model per step: what a multi-rank run
+        # would refuse (shims, GPU arrays) was refused once, by bcast_params in DataParallel.
+        return None
+
+    def allreduce_scalar(self, value: float, op: str = "sum") -> float:
+        _check_op(op)
+        return float(value)
+
+    def gather(self, obj: Any, root: int = 0) -> Optional[List[Any]]:
+        _check_root(root, 1)
+        return [obj]
+
+    def allgather(self, obj: Any) -> List[Any]:
+        return [obj]
+
+    def bcast(self, obj: Any, root: int = 0) -> Any:
+        _check_root(root, 1)
+        return obj
+
+
+def _check_root(root: int, size: int) -> None:
+    if not isinstance(root, int) or not 0 <= root < size:
+        raise ValueError(f"root must be a rank in 0..{size - 1}, got {root!r}")
+
+
+_OPS = ("sum", "mean", "max", "min")
+
+
+def _check_op(op: str) -> None:
+    if op not in _OPS:
+        raise ValueError(f"op must be one of {', '.join(_OPS)}; got {op!r}")
+
+
+class Communicator:
+    """Collectives over an MPI communicator (mpi4py), each bounded by a timeout.
+
+    Every collective is posted nonblocking and polled against a deadline (`timeout` seconds,
+    default PLAIT_DIST_TIMEOUT or 60). When the deadline passes, the ranks that have not
+    answered are found out (each waiting rank answers pings while it polls), a message naming
+    them goes to stderr, and MPI_Abort ends the whole job with a non-zero status.
+
+    Building one duplicates `mpi_comm` (default COMM_WORLD) twice, for plait's traffic and for
+    the pings: a blocking collective that every rank must reach (the only unbounded wait).
+    """
+
+    def __init__(self, mpi_comm: Any = None, *, timeout: Optional[float] = None, bucket_mb: Optional[float] = None) -> None:
+        MPI = _import_mpi()
+        self._MPI = MPI
+        base = MPI.COMM_WORLD if mpi_comm is None else mpi_comm
+        # Our own contexts: user traffic on `base` can never match plait's messages.
+        self._comm = base.Dup()
+        self._diag = base.Dup()
+        for comm in (self._comm, self._diag):
+            comm.Set_errhandler(MPI.ERRORS_RETURN)
+        self.rank: int = self._comm.Get_rank()
+        self.size: int = self._comm.Get_size()
+        local = self._comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
+        self.local_rank: int = local.Get_rank()
+        self.local_size: int = local.Get_size()
+        local.Free()
+        self.timeout = _timeout_from_env() if timeout is None else float(timeout)
+        if not self.timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        bucket_mb = _bucket_mb_from_env() if bucket_mb is None else bucket_mb
+        if not bucket_mb > 0:
+            raise ValueError(f"bucket_mb must be positive, got {bucket_mb!r}")
+        self.bucket_bytes = int(bucket_mb * 1024 * 1024)
+        self._seq = 0
+        self._what = ""
+        self._plans: Dict[Tuple, List[_Bucket]] = {}
+        self._pongs_out: List[Any] = []
+
+    def __repr__(self) -> str:
+        return f"Communicator(rank={self.rank}, size={self.size}, timeout={self.timeout:g}s)"
+
+    # --- waiting with a deadline --------------------------------------------------------
+
+    def _answer_pings(self) -> None:
+        MPI = self._MPI
+        status = MPI.Status()
+        while self._diag.iprobe(source=MPI.ANY_SOURCE, tag=_TAG_PING, status=status):
+            source = status.Get_source()
+            self._diag.recv(source=source, tag=_TAG_PING)
+            self._pongs_out.append(self._diag.isend((self._seq, self._what), dest=source, tag=_TAG_PONG))
+        if self._pongs_out:
+            self._pongs_out = [r for r in self._pongs_out if not r.Test()]
+
+    def _wait(self, requests: List[Any], device_done: Optional[Any] = None) -> None:
+        # MPI makes progress (without a progress thread) only while some rank calls into it, so
+        # this spins on Testall rather than sleeping between tests: a sleep would stall the
+        # reduction itself. The clock and the ping side channel are looked at every 64 tests.
+        # device_done: a callable that says whether work queued on the GPU (NCCL) has finished.
+        MPI = self._MPI
+        testall = MPI.Request.Testall
+        deadline = time.monotonic() + self.timeout
+        spins = 0
+        try:
+            while not (testall(requests) and (device_done is None or device_done())):
+                spins += 1
+                if spins & 63 == 0:
+                    now = time.monotonic()
+                    if spins & 4095 == 0:
+                        self._answer_pings()
+                    if now > deadline:
+                        self._fail_timeout()
+        except MPI.Exception as error:
+            self._abort(
+                f"{self._what} (collective #{self._seq}) failed: {error.Get_error_string()}. "
+                "A rank has probably died."
+            )
+
+    def _begin(self, what: str) -> None:
+        self._seq += 1
+        self._what = what
+
+    def _fail_timeout(self) -> None:
+        MPI = self._MPI
+        others = [r for r in range(self.size) if r != self.rank]
+        pings = []
+        for other in others:
+            try:
+                pings.append(self._diag.isend(None, dest=other, tag=_TAG_PING))
+            except MPI.Exception:
+                pass
+        answers: Dict[int, Tuple[int, str]] = {}
+        grace = time.monotonic() + min(3.0, max(0.5, self.timeout / 2))
+        status = MPI.Status()
+        while time.monotonic() < grace and len(answers) < len(others):
+            try:
+                self._answer_pings()
+                while self._diag.iprobe(source=MPI.ANY_SOURCE, tag=_TAG_PONG, status=status):
+                    source = status.Get_source()
+                    answers[source] = self._diag.recv(source=source, tag=_TAG_PONG)
+            except MPI.Exception:
+                break
+            time.sleep(0.002)
+        silent = [r for r in others if r not in answers]
+        elsewhere = [(r, s, w) for r, (s, w) in sorted(answers.items()) if s != self._seq]
+        parts = []
+        if silent:
+            parts.append(
+                f"rank{'s' if len(silent) > 1 else ''} {', '.join(map(str, silent))} did not answer "
+                "(dead, hung, or busy outside plait's collectives)"
+            )
+        for other, seq, what in elsewhere:
+            parts.append(f"rank {other} is waiting in {what or 'nothing'} (collective #{seq}) instead")
+        if not parts:
+            parts.append("every rank answered and waits in the same collective (the MPI library made no progress)")
+        self._abort(
+            f"{self._what} (collective #{self._seq}) did not complete within {self.timeout:g} s "
+            f"(PLAIT_DIST_TIMEOUT): {'; '.join(parts)}."
+        )
+
+    def _abort(self, message: str) -> None:
+        self._before_abort()
+        sys.stdout.flush()
+        sys.stderr.write(f"plait.distributed: rank {self.rank} of {self.size}: {message} Aborting the job.\n")
+        sys.stderr.flush()
+        # The launcher forwards this rank's stderr through its proxy, which MPI_Abort tears down:
+        # without a moment's grace the message is sometimes lost on the way (seen with hydra).
+        time.sleep(0.5)
+        self._MPI.COMM_WORLD.Abort(1)
+        os._exit(1)  # Abort does not return; this is the belt to its braces.
+
+    def _before_abort(self) -> None:
+        """Hook for subclasses: release what MPI_Abort would not (the NCCL communicator)."""
+
+    # --- collectives --------------------------------------------------------------------
+
+    def barrier(self) -> None:
+        """Wait until every rank has arrived (bounded by the timeout)."""
+        self._begin("barrier")
+        self._wait([self._comm.Ibarrier()])
+
+    def allreduce_scalar(self, value: float, op: str = "sum") -> float:
+        """The sum (or mean, max, min) of one number over all ranks, returned on every rank."""
+        _check_op(op)
+        self._begin(f"allreduce_scalar({op})")
+        buffer = numpy.array([value], dtype=numpy.float64)
+        if self.size == 1:
+            return float(buffer[0])
+        mpi_op = {"sum": self._MPI.SUM, "mean": self._MPI.SUM, "max": self._MPI.MAX, "min": self._MPI.MIN}[op]
+        self._wait([self._comm.Iallreduce(self._MPI.IN_PLACE, buffer, op=mpi_op)])
+        result = float(buffer[0])
+        return result / self.size if op == "mean" else result
+
+    def _allgather_bytes(self, data: bytes) -> List[bytes]:
+        sizes = numpy.zeros(self.size, dtype=numpy.int64)
+        sizes[self.rank] = len(data)
+        self._wait([self._comm.Iallgather(self._MPI.IN_PLACE, sizes)])
+        offsets = numpy.concatenate([[0], numpy.cumsum(sizes)[:-1]]).astype(numpy.int64)
+        out = numpy.empty(int(sizes.sum()), dtype=numpy.uint8)
+        send = numpy.frombuffer(data, dtype=numpy.uint8)
+        self._wait([self._comm.Iallgatherv(send, [out, (sizes, offsets), self._MPI.BYTE])])
+        return [out[o:o + s].tobytes() for o, s in zip(offsets.tolist(), sizes.tolist())]
+
+    def allgather(self, obj: Any) -> List[Any]:
+        """Every rank's `obj` (picklable), in rank order, on every rank."""
+        self._begin("allgather")
+        return [pickle.loads(b) for b in self._allgather_bytes(pickle.dumps(obj))]
+
+    def gather(self, obj: Any, root: int = 0) -> Optional[List[Any]]:
+        """Every rank's `obj` (picklable, e.g. a dict of metrics) as a list on `root`; None elsewhere."""
+        _check_root(root, self.size)
+        self._begin("gather")
+        data = pickle.dumps(obj)
+        sizes = numpy.zeros(self.size, dtype=numpy.int64)
+        mine = numpy.array([len(data)], dtype=numpy.int64)
+        self._wait([self._comm.Igather(mine, sizes, root=root)])
+        send = numpy.frombuffer(data, dtype=numpy.uint8)
+        if self.rank == root:
+            offsets = numpy.concatenate([[0], numpy.cumsum(sizes)[:-1]]).astype(numpy.int64)
+            out = numpy.empty(int(sizes.sum()), dtype=numpy.uint8)
+            self._wait([self._comm.Igatherv(send, [out, (sizes, offsets), self._MPI.BYTE], root=root)])
+            return [pickle.loads(out[o:o + s].tobytes()) for o, s in zip(offsets.tolist(), sizes.tolist())]
+        self._wait([self._comm.Igatherv(send, None, root=root)])
+        return None
+
+    def bcast(self, obj: Any, root: int = 0) -> Any:
+        """`root`'s `obj` (picklable) on every rank."""
+        _check_root(root, self.size)
+        self._begin("bcast")
+        data = pickle.dumps(obj) if self.rank == root else b""
+        size = numpy.array([len(data)], dtype=numpy.int64)
+        self._wait([self._comm.Ibcast(size, root=root)])
+        buffer = numpy.frombuffer(data, dtype=numpy.uint8).copy() if self.rank == root else numpy.empty(int(size[0]), numpy.uint8)
+        self._wait([self._comm.Ibcast(buffer, root=root)])
+        return pickle.loads(buffer.tobytes()) if self.rank != root else obj
+
+    def _plan(self, arrays: Sequence[Any], with_flags: bool) -> List[_Bucket]:
+        key = (with_flags, tuple((tuple(a.shape), a.dtype.str, _on_gpu(a)) for a in arrays))
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) > 16:
+                self._plans.clear()
+            plan = self._plans[key] = _make_plan(arrays, self.bucket_bytes, with_flags)
+        return plan
+
+    def _check_same_arrays(self, labels: Sequence[str], arrays: Sequence[Any], root: int, what: str) -> None:
+        signature = tuple((label, tuple(a.shape), a.dtype.str) for label, a in zip(labels, arrays))
+        digest = hashlib.sha256(repr(signature).encode()).hexdigest()[:32]
+        views = [pickle.loads(b) for b in self._allgather_bytes(pickle.dumps((digest, self.bucket_bytes)))]
+        digests = [d for d, _ in views]
+        sizes = [b for _, b in views]
+        if len(set(sizes)) > 1:
+            # Different bucket sizes would pair Allreduces of different lengths: refuse up front.
+            raise ValueError(
+                f"plait.distributed.{what}: the ranks were given different gradient bucket sizes "
+                f"({', '.join(f'rank {r}: {b / 2**20:g} MB' for r, b in enumerate(sizes))}); set the same "
+                "PLAIT_DIST_BUCKET_MB (or bucket_mb) on every rank."
+            )
+        if len(set(digests)) > 1:
+            differ = [r for r, d in enumerate(digests) if d != digests[root]]
+            raise ValueError(
+                f"plait.distributed.{what}: the model on rank(s) {', '.join(map(str, differ))} does not have "
+                f"the same parameters (names, shapes, dtypes, in walk order) as on rank {root}. Build and "
+                "initialize the same model, with the same data shapes, on every rank."
+            )
+
+    def _start(self, bucket: _Bucket, op: Any) -> List[Any]:
+        """Post the sum (op="sum") or broadcast from rank `op` (an int) of one bucket; its requests.
+
+        A GPU bucket travels through its host copy here (see NcclCommunicator for NCCL).
+        """
+        MPI = self._MPI
+        buffer = bucket.buffer
+        if bucket.on_gpu:
+            if bucket.host is None:
+                bucket.host = numpy.empty(bucket.buffer.size, dtype=bucket.dtype)
+            bucket.buffer.get(out=bucket.host)
+            buffer = bucket.host
+        if op == "sum":
+            return [self._comm.Iallreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)]
+        return [self._comm.Ibcast(buffer, root=op)]
+
+    def _device_done(self) -> Optional[Any]:
+        """A callable telling whether GPU work queued by _start has finished (None: there is none)."""
+        return None
+
+    def _complete(self, plan: Sequence[_Bucket], requests: List[Any]) -> None:
+        """Wait for the started buckets of `plan`; their values are then in bucket.buffer."""
+        self._wait(requests, self._device_done())
+        for bucket in plan:
+            if bucket.on_gpu and bucket.host is not None:
+                bucket.buffer.set(bucket.host)
+
+    def _reduce_buckets(self, plan: Sequence[_Bucket], op: Any) -> None:
+        """Sum (op="sum") or broadcast from rank `op` (an int) every bucket, in place, all posted at once."""
+        requests: List[Any] = []
+        for bucket in plan:
+            requests += self._start(bucket, op)
+        self._complete(plan, requests)
+
+    @staticmethod
+    def _pack(bucket: _Bucket, grads: Sequence[Optional[Any]], flags: Any, labels: Sequence[str], like: Sequence[Any]) -> None:
+        """Copy the bucket's gradients into its buffer; a missing one as zeros, flagged 0."""
+        buffer = bucket.buffer
+        for index, offset, size in bucket.items:
+            grad = grads[index]
+            if grad is not None:
+                if grad.size != size:
+                    raise ValueError(
+                        f"allreduce_mean: the gradient of {labels[index]!r} has shape {tuple(grad.shape)}, "
+                        f"its parameter {tuple(like[index].shape)}"
+                    )
+                buffer[offset:offset + size] = grad.reshape(-1)
+                flags[index] = 1
+            else:
+                buffer[offset:offset + size] = 0
+                flags[index] = 0
+
+    def _unpack(self, plan: Sequence[_Bucket], grads: Sequence[Optional[Any]], like: Sequence[Any], flags: Any) -> List[Optional[Any]]:
+        """The means out of the reduced buckets: in place where the gradient allows, None where no rank had one."""
+        out: List[Optional[Any]] = list(grads)
+        for bucket in plan:
+            scale = bucket.dtype.type(1.0 / self.size)
+            xp = sys.modules["cupy"] if bucket.on_gpu else numpy
+            for index, offset, size in bucket.items:
+                if flags[index] == 0:
+                    out[index] = None
+                    continue
+                param = like[index]
+                total = bucket.buffer[offset:offset + size].reshape(param.shape)
+                grad = grads[index]
+                if (grad is not None and type(grad) is type(param) and _writable(grad)
+                        and tuple(grad.shape) == tuple(param.shape) and grad.dtype == param.dtype):
+                    xp.multiply(total, scale, out=grad)  # the mean, in one pass
+                else:
+                    out[index] = (total * scale).astype(param.dtype, copy=False)
+        return out
 
     def bcast_arrays(self, arrays: Sequence[Any], root: int = 0, labels: Optional[Sequence[str]] = None) -> List[Any]:
         """Overwrite every rank's `arrays` with `root`'s, in place where the arrays are writable.

@@ -8,7 +8,6 @@ by `import plait.distributed`.
 from __future__ import annotations
 
 import socket
-import time
 from typing import Any, List, Optional, Sequence
 
 from ._comm import Communicator, _Bucket
@@ -60,6 +59,7 @@ class NcclCommunicator(Communicator):
                  bucket_mb: Optional[float] = None, device: Optional[int] = None) -> None:
         super().__init__(mpi_comm, timeout=timeout, bucket_mb=bucket_mb)
         self._nccl_comm = None
+        self._pending = None  # the event recorded after the last NCCL operation
         cupy, nccl = _import_nccl()
         self._cupy, self._nccl = cupy, nccl
         n_devices = cupy.cuda.runtime.getDeviceCount()
@@ -108,46 +108,39 @@ class NcclCommunicator(Communicator):
             raise TypeError(f"NcclCommunicator: NCCL cannot reduce arrays of dtype {bucket.dtype}")
         return code
 
-    def _reduce_buckets(self, plan: Sequence[_Bucket], op: Any) -> None:
-        """GPU buckets through NCCL on the current stream, host buckets through MPI, both at once."""
-        MPI = self._MPI
+    def _start(self, bucket: _Bucket, op: Any) -> List[Any]:
+        """A GPU bucket through NCCL, in place on the current stream; a host one over MPI."""
+        if not bucket.on_gpu:
+            return super()._start(bucket, op)
+        if self._nccl_comm is None:
+            raise RuntimeError("NcclCommunicator: the NCCL communicator was aborted")
         nccl = self._nccl
         stream = self._cupy.cuda.get_current_stream()
-        gpu = [bucket for bucket in plan if bucket.on_gpu]
-        requests: List[Any] = []
-        for bucket in plan:
-            if bucket.on_gpu:
-                continue
-            if op == "sum":
-                requests.append(self._comm.Iallreduce(MPI.IN_PLACE, bucket.buffer, op=MPI.SUM))
-            else:
-                requests.append(self._comm.Ibcast(bucket.buffer, root=op))
-        done = None
-        if gpu:
-            if self._nccl_comm is None:
-                raise RuntimeError("NcclCommunicator: the NCCL communicator was aborted")
-            nccl.groupStart()
-            try:
-                for bucket in gpu:
-                    ptr, count, dtype = bucket.buffer.data.ptr, bucket.buffer.size, self._nccl_dtype(bucket)
-                    if op == "sum":
-                        self._nccl_comm.allReduce(ptr, ptr, count, dtype, nccl.NCCL_SUM, stream.ptr)
-                    else:
-                        self._nccl_comm.bcast(ptr, count, dtype, op, stream.ptr)
-            finally:
-                nccl.groupEnd()
-            event = stream.record()
-            comm = self._nccl_comm
+        ptr, count, dtype = bucket.buffer.data.ptr, bucket.buffer.size, self._nccl_dtype(bucket)
+        if op == "sum":
+            self._nccl_comm.allReduce(ptr, ptr, count, dtype, nccl.NCCL_SUM, stream.ptr)
+        else:
+            self._nccl_comm.bcast(ptr, count, dtype, op, stream.ptr)
+        self._pending = stream.record()  # later work on the stream finishes after earlier work
+        return []
 
-            def done() -> bool:
-                if event.done:
-                    return True
-                comm.check_async_error()  # a failed peer connection raises here instead of hanging
-                time.sleep(0)  # let another thread (the GPU driver's) run; MPI needs no spin here
-                return False
+    def _device_done(self) -> Optional[Any]:
+        event, self._pending = self._pending, None
+        if event is None:
+            return None
+        comm = self._nccl_comm
 
+        def done() -> bool:
+            if event.done:
+                return True
+            comm.check_async_error()  # a failed peer connection raises here instead of hanging
+            return False
+
+        return done
+
+    def _complete(self, plan: Sequence[_Bucket], requests: List[Any]) -> None:
         try:
-            self._wait(requests, done)
+            super()._complete(plan, requests)
         except self._nccl.NcclError as error:
             self._abort(f"{self._what} (collective #{self._seq}) failed in NCCL: {error}. A rank has probably died.")
 

@@ -103,6 +103,62 @@ def main():
     else:
         raise AssertionError("allreduce_mean accepted mismatched lists")
 
+    # Overlapped reduction (DataParallel's default): buckets sent during backprop give exactly
+    # what the reduction after backprop gives; a rank with no forward (an empty share) joins in;
+    # gradient accumulation over two begin_updates is refused on every rank.
+    from plait.api import SGD
+    from plait.distributed import DataParallel
+
+    def mlp():
+        numpy.random.seed(7)
+        return chain(Relu(24), Relu(24), Softmax(3)).initialize(X=X, Y=numpy.zeros((2, 3), "f"))
+
+    Xb = numpy.random.default_rng(rank).standard_normal((6, 20)).astype("f")
+    results = []
+    for overlap in (True, False):
+        m = mlp()
+        dp = DataParallel(m, comm, overlap=overlap)
+        for _ in range(3):
+            Yh, backprop = dp.begin_update(Xb)
+            backprop(Yh - 0.5)
+            dp.finish_update(SGD(0.1))
+        results.append([n.get_param(k).copy() for n in m.walk() for k in n.param_names])
+        if overlap:
+            assert dp.overlapped_buckets >= 2, dp.overlapped_buckets  # sent during backprop
+    for a, b in zip(*results):
+        assert numpy.array_equal(a, b), "overlapped and plain reductions differ"
+    class Recorder:  # an optimizer that keeps the gradients it is given, and changes nothing
+        def __init__(self):
+            self.seen = {}
+
+        def __call__(self, key, param, grad):
+            self.seen[key] = grad.copy()
+            return param, grad
+
+    m = mlp()
+    dp = DataParallel(m, comm)
+    expected = {}
+    if rank == 0:
+        Yh, backprop = dp.begin_update(Xb)
+        backprop(Yh - 0.5)
+        expected = {(n.id, k): n.get_grad(k) / 2 for n in m.walk() for k in n.param_names if n.has_grad(k)}
+    recorder = Recorder()
+    dp.finish_update(recorder)
+    if rank == 0:
+        assert set(recorder.seen) == set(expected) and expected
+        for key, value in expected.items():
+            numpy.testing.assert_allclose(recorder.seen[key], value, rtol=1e-6)
+    assert len(recorder.seen) == len(list(p for n in m.walk() for p in n.param_names))  # rank 1 too
+    Yh, backprop = dp.begin_update(Xb)
+    backprop(Yh)
+    try:
+        dp.begin_update(Xb)
+    except RuntimeError as error:
+        assert "overlap=False" in str(error), error
+    else:
+        raise AssertionError("gradient accumulation under overlap was not refused")
+    dp.finish_update(SGD(0.0))  # the ranks are still in step afterwards
+
     # Objects and scalars.
     assert comm.allreduce_scalar(rank + 1.5, op="sum") == 4.0
     assert comm.allreduce_scalar(rank + 1.5, op="mean") == 2.0
