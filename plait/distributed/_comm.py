@@ -5,7 +5,10 @@ mpi4py is imported only when a process was started by an MPI launcher (or PLAIT_
 """
 from __future__ import annotations
 
+import collections
+import collections.abc
 import hashlib
+import numbers
 import os
 import pickle
 import sys
@@ -23,6 +26,13 @@ _LAUNCHER_VARS = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "
 
 _TAG_PING = 31001
 _TAG_PONG = 31002
+
+# The tags a one-process world accepts: 0..32767, the least upper bound (TAG_UB) MPI allows, so
+# that a script that runs alone does not fail on its tags under any MPI.
+_LOCAL_TAG_UB = 32767
+# send/recv: array (PickleBuffer) data of at least this many bytes travels out of band, in a
+# message of its own straight from and into the array's memory, without copies.
+_OUT_OF_BAND_MIN = 1 << 16
 
 
 def _timeout_from_env() -> float:
@@ -190,6 +200,10 @@ class LocalCommunicator:
     rank = 0
     size = 1
     local_rank = 0
+    local_size = 1
+
+    def __init__(self) -> None:
+        self._mailbox = _Mailbox()
 
     def __repr__(self) -> str:
         return "LocalCommunicator(rank=0, size=1)"
@@ -230,6 +244,79 @@ class LocalCommunicator:
     def bcast(self, obj: Any, root: int = 0) -> Any:
         _check_root(root, 1)
         return obj
+
+    def send(self, obj: Any, dest: int, tag: int = 0) -> None:
+        """Keep a copy of `obj` for recv(0, tag): the only rank to send to is this one."""
+        _check_rank(dest, 1, "send", "dest")
+        tag = _check_tag(tag, _LOCAL_TAG_UB, "send")
+        self._mailbox.put(tag, pickle.dumps(obj, protocol=5))
+
+    def recv(self, source: int, tag: Optional[int] = None) -> Any:
+        """The oldest object sent with this tag (any tag: None); RuntimeError when there is none."""
+        _check_rank(source, 1, "recv", "source")
+        tag = _check_tag(tag, _LOCAL_TAG_UB, "recv", allow_any=True)
+        return pickle.loads(self._mailbox.take(tag, 0))
+
+    def scatter(self, objs: Optional[Sequence[Any]], root: int = 0) -> Any:
+        _check_rank(root, 1, "scatter", "root")
+        return _check_items(objs, 1, "scatter", f"on the root (rank {root})")[0]
+
+    def alltoall(self, objs: Sequence[Any]) -> List[Any]:
+        return list(_check_items(objs, 1, "alltoall", "on every rank"))
+
+
+class _Mailbox:
+    """The messages a rank sent to itself (pickled copies), taken by tag in the order sent."""
+
+    def __init__(self) -> None:
+        self._items: Any = collections.deque()
+
+    def put(self, tag: int, data: bytes) -> None:
+        self._items.append((tag, data))
+
+    def take(self, tag: Optional[int], rank: int) -> bytes:
+        for index, (sent_tag, data) in enumerate(self._items):
+            if tag is None or sent_tag == tag:
+                del self._items[index]
+                return data
+        which = "any tag" if tag is None else f"tag {tag}"
+        raise RuntimeError(
+            f"recv: rank {rank} (this process) has sent itself no message with {which} to receive; "
+            "a message to oneself must be sent before it is received (waiting would never end)"
+        )
+
+
+def _check_rank(value: Any, size: int, method: str, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= int(value) < size:
+        raise ValueError(f"{method}: {name} must be a rank in 0..{size - 1}, got {value!r}")
+    return int(value)
+
+
+def _check_tag(tag: Any, upper: int, method: str, allow_any: bool = False) -> Optional[int]:
+    if tag is None and allow_any:
+        return None
+    if isinstance(tag, bool) or not isinstance(tag, numbers.Integral) or not 0 <= int(tag) <= upper:
+        bound = "the least TAG_UB MPI allows" if upper == _LOCAL_TAG_UB else "this MPI's TAG_UB"
+        anything = ", or None for any tag" if allow_any else ""
+        raise ValueError(f"{method}: tag must be an int in 0..{upper} ({bound}){anything}; got {tag!r}")
+    return int(tag)
+
+
+def _check_items(objs: Any, size: int, method: str, where: str) -> Sequence[Any]:
+    """objs as a sequence of one item per rank, or TypeError/ValueError saying what is wrong."""
+    if (objs is None or isinstance(objs, (str, bytes, bytearray, collections.abc.Mapping))
+            or not (hasattr(objs, "__len__") and hasattr(objs, "__getitem__"))):
+        raise TypeError(
+            f"{method}: objs must be a sequence (list, tuple) of {size} item{'s' if size > 1 else ''}, one per "
+            f"rank, {where}; got {type(objs).__name__}"
+        )
+    if len(objs) != size:
+        raise ValueError(f"{method}: objs must hold one item per rank ({size}) {where}; got {len(objs)}")
+    return objs
+
+
+def _offsets(sizes: numpy.ndarray) -> numpy.ndarray:
+    return numpy.concatenate([[0], numpy.cumsum(sizes)[:-1]]).astype(numpy.int64)
 
 
 def _check_root(root: int, size: int) -> None:
@@ -279,8 +366,12 @@ class Communicator:
         if not bucket_mb > 0:
             raise ValueError(f"bucket_mb must be positive, got {bucket_mb!r}")
         self.bucket_bytes = int(bucket_mb * 1024 * 1024)
-        self._seq = 0
+        # Every MPI allows tags 0..TAG_UB, an attribute of COMM_WORLD (the same for every communicator).
+        self._tag_ub = int(MPI.COMM_WORLD.Get_attr(MPI.TAG_UB))
+        self._mailbox = _Mailbox()  # messages this rank sent itself
+        self._seq = 0  # collectives begun: every rank counts the same ones
         self._what = ""
+        self._p2p = False  # whether _what is a point-to-point message (which _seq does not count)
         self._plans: Dict[Tuple, List[_Bucket]] = {}
         self._pongs_out: List[Any] = []
 
@@ -295,7 +386,7 @@ class Communicator:
         while self._diag.iprobe(source=MPI.ANY_SOURCE, tag=_TAG_PING, status=status):
             source = status.Get_source()
             self._diag.recv(source=source, tag=_TAG_PING)
-            self._pongs_out.append(self._diag.isend((self._seq, self._what), dest=source, tag=_TAG_PONG))
+            self._pongs_out.append(self._diag.isend((self._seq, self._doing()), dest=source, tag=_TAG_PONG))
         if self._pongs_out:
             self._pongs_out = [r for r in self._pongs_out if not r.Test()]
 
@@ -318,14 +409,27 @@ class Communicator:
                     if now > deadline:
                         self._fail_timeout()
         except MPI.Exception as error:
-            self._abort(
-                f"{self._what} (collective #{self._seq}) failed: {error.Get_error_string()}. "
-                "A rank has probably died."
-            )
+            self._abort(f"{self._doing()} failed: {error.Get_error_string()}. A rank has probably died.")
 
     def _begin(self, what: str) -> None:
+        """Name the collective about to be waited for (every rank begins the same ones, in order)."""
         self._seq += 1
         self._what = what
+        self._p2p = False
+
+    def _begin_p2p(self, what: str) -> None:
+        """Name the point-to-point operation about to be waited for: only some ranks take part, so
+        it is not counted with the collectives, whose numbers stay the same on every rank."""
+        self._what = what
+        self._p2p = True
+
+    def _doing(self) -> str:
+        """What this rank waits in, as the messages name it."""
+        if not self._what:
+            return "nothing"
+        if self._p2p:
+            return f"{self._what} (after collective #{self._seq})"
+        return f"{self._what} (collective #{self._seq})"
 
     def _fail_timeout(self) -> None:
         MPI = self._MPI
@@ -336,7 +440,7 @@ class Communicator:
                 pings.append(self._diag.isend(None, dest=other, tag=_TAG_PING))
             except MPI.Exception:
                 pass
-        answers: Dict[int, Tuple[int, str]] = {}
+        answers: Dict[int, Tuple[int, str]] = {}  # rank: (its collective number, what it waits in)
         grace = time.monotonic() + min(3.0, max(0.5, self.timeout / 2))
         status = MPI.Status()
         while time.monotonic() < grace and len(answers) < len(others):
@@ -349,19 +453,20 @@ class Communicator:
                 break
             time.sleep(0.002)
         silent = [r for r in others if r not in answers]
-        elsewhere = [(r, s, w) for r, (s, w) in sorted(answers.items()) if s != self._seq]
+        mine = (self._seq, self._doing())
+        elsewhere = [(r, doing) for r, (s, doing) in sorted(answers.items()) if (s, doing) != mine]
         parts = []
         if silent:
             parts.append(
                 f"rank{'s' if len(silent) > 1 else ''} {', '.join(map(str, silent))} did not answer "
                 "(dead, hung, or busy outside plait's collectives)"
             )
-        for other, seq, what in elsewhere:
-            parts.append(f"rank {other} is waiting in {what or 'nothing'} (collective #{seq}) instead")
+        for other, doing in elsewhere:
+            parts.append(f"rank {other} is waiting in {doing} instead")
         if not parts:
             parts.append("every rank answered and waits in the same collective (the MPI library made no progress)")
         self._abort(
-            f"{self._what} (collective #{self._seq}) did not complete within {self.timeout:g} s "
+            f"{self._doing()} did not complete within {self.timeout:g} s "
             f"(PLAIT_DIST_TIMEOUT): {'; '.join(parts)}."
         )
 
@@ -440,6 +545,137 @@ class Communicator:
         buffer = numpy.frombuffer(data, dtype=numpy.uint8).copy() if self.rank == root else numpy.empty(int(size[0]), numpy.uint8)
         self._wait([self._comm.Ibcast(buffer, root=root)])
         return pickle.loads(buffer.tobytes()) if self.rank != root else obj
+
+    # --- point-to-point messages, scatter and all-to-all ----------------------------------
+    # Posted nonblocking on this communicator's own duplicate (`_comm`), whose point-to-point
+    # messages nothing else in plait sends (the pings go over `_diag`), so every tag in
+    # 0..TAG_UB is the caller's; waited for with the deadline, like every collective.
+
+    def send(self, obj: Any, dest: int, tag: int = 0) -> None:
+        """Send the picklable `obj` to rank `dest`, which receives it with recv(); returns once
+        it is on its way (for a large message: once `dest` receives it), bounded by the timeout.
+
+        Arrays (numpy, or anything pickled with out-of-band buffers) of 64 KiB or more travel
+        in messages of their own, straight from their memory: they are not copied into the
+        pickle. Messages between two ranks with the same tag arrive in the order sent. A
+        message to this rank itself is kept for its own recv().
+        """
+        dest = _check_rank(dest, self.size, "send", "dest")
+        tag = _check_tag(tag, self._tag_ub, "send")
+        if dest == self.rank:
+            self._mailbox.put(tag, pickle.dumps(obj, protocol=5))
+            return
+        buffers: List[Any] = []
+
+        def out_of_band(buffer: Any) -> Any:
+            # A false value puts the buffer out of band; small ones stay in the pickle.
+            return memoryview(buffer).nbytes < _OUT_OF_BAND_MIN or buffers.append(buffer)
+
+        stream = pickle.dumps(obj, protocol=5, buffer_callback=out_of_band)
+        views = [buffer.raw() for buffer in buffers]
+        # A header (tag, pickle length, buffer count), the buffer lengths, the pickle, the
+        # buffers: all with the tag, so that they arrive in this order (MPI's non-overtaking rule).
+        header = numpy.array([tag, len(stream), len(views)], dtype=numpy.int64)
+        self._begin_p2p(f"send to rank {dest} (tag {tag})")
+        BYTE = self._MPI.BYTE
+        requests = [self._comm.Isend(header, dest=dest, tag=tag)]
+        if views:
+            lengths = numpy.array([view.nbytes for view in views], dtype=numpy.int64)
+            requests.append(self._comm.Isend(lengths, dest=dest, tag=tag))
+        requests.append(self._comm.Isend([stream, BYTE], dest=dest, tag=tag))
+        requests += [self._comm.Isend([view, BYTE], dest=dest, tag=tag) for view in views]
+        self._wait(requests)
+
+    def recv(self, source: int, tag: Optional[int] = None) -> Any:
+        """The object rank `source` sent with send() and this `tag` (None: the first one sent
+        with any tag), bounded by the timeout: a silent `source` is named and the job aborted.
+
+        Arrays sent out of band come back in freshly allocated, writable memory.
+        """
+        source = _check_rank(source, self.size, "recv", "source")
+        tag = _check_tag(tag, self._tag_ub, "recv", allow_any=True)
+        if source == self.rank:
+            return pickle.loads(self._mailbox.take(tag, self.rank))
+        self._begin_p2p(f"recv from rank {source}" + ("" if tag is None else f" (tag {tag})"))
+        header = numpy.empty(3, dtype=numpy.int64)
+        any_tag = self._MPI.ANY_TAG if tag is None else tag
+        self._wait([self._comm.Irecv(header, source=source, tag=any_tag)])
+        tag, n_stream, n_buffers = (int(v) for v in header)
+        lengths = numpy.empty(n_buffers, dtype=numpy.int64)
+        if n_buffers:
+            self._wait([self._comm.Irecv(lengths, source=source, tag=tag)])
+        stream = numpy.empty(n_stream, dtype=numpy.uint8)
+        buffers = [numpy.empty(int(n), dtype=numpy.uint8) for n in lengths]
+        BYTE = self._MPI.BYTE
+        self._wait([self._comm.Irecv([b, BYTE], source=source, tag=tag) for b in [stream, *buffers]])
+        return pickle.loads(stream, buffers=buffers)
+
+    def scatter(self, objs: Optional[Sequence[Any]], root: int = 0) -> Any:
+        """objs[i] to rank i: on `root`, `objs` is a sequence of `size` picklable items
+        (ignored elsewhere); returns this rank's item. Only its own item is sent to a rank; the
+        root's comes back as it is, not copied.
+
+        When the root's `objs` is not that (or does not pickle), the root raises the error and
+        every other rank a ValueError that points to it.
+        """
+        root = _check_rank(root, self.size, "scatter", "root")
+        self._begin("scatter")
+        mine = numpy.empty(1, dtype=numpy.int64)
+        if self.rank != root:
+            self._wait([self._comm.Iscatter(None, mine, root=root)])
+            if mine[0] < 0:
+                raise ValueError(f"scatter: the root (rank {root}) could not scatter its objs; see its error")
+            out = numpy.empty(int(mine[0]), dtype=numpy.uint8)
+            self._wait([self._comm.Iscatterv(None, out, root=root)])
+            return pickle.loads(out)
+        try:
+            objs = _check_items(objs, self.size, "scatter", f"on the root (rank {root})")
+            chunks = [b"" if r == root else pickle.dumps(objs[r], protocol=5) for r in range(self.size)]
+        except Exception:
+            refusal = numpy.full(self.size, -1, dtype=numpy.int64)
+            self._wait([self._comm.Iscatter(refusal, mine, root=root)])
+            raise
+        sizes = numpy.array([len(c) for c in chunks], dtype=numpy.int64)
+        self._wait([self._comm.Iscatter(sizes, mine, root=root)])
+        send = numpy.frombuffer(b"".join(chunks), dtype=numpy.uint8)
+        out = numpy.empty(0, dtype=numpy.uint8)
+        self._wait([self._comm.Iscatterv([send, (sizes, _offsets(sizes)), self._MPI.BYTE], out, root=root)])
+        return objs[root]
+
+    def alltoall(self, objs: Sequence[Any]) -> List[Any]:
+        """objs[i] (picklable) to rank i, from every rank: `objs` is a sequence of `size` items;
+        returns the list of what each rank sent to this one, item i from rank i (this rank's
+        own item as it is, not copied).
+
+        When a rank's `objs` is not that (or does not pickle), that rank raises the error and
+        every other rank a ValueError naming it.
+        """
+        self._begin("alltoall")
+        try:
+            objs = _check_items(objs, self.size, "alltoall", "on every rank")
+            chunks = [b"" if r == self.rank else pickle.dumps(objs[r], protocol=5) for r in range(self.size)]
+            error: Optional[BaseException] = None
+        except Exception as caught:
+            chunks, error = [], caught
+        sizes = numpy.array([len(c) for c in chunks] if error is None else [-1] * self.size, dtype=numpy.int64)
+        incoming = numpy.empty(self.size, dtype=numpy.int64)
+        self._wait([self._comm.Ialltoall(sizes, incoming)])
+        if error is not None:
+            raise error
+        refused = [r for r in range(self.size) if incoming[r] < 0]
+        if refused:
+            raise ValueError(
+                f"alltoall: rank{'s' if len(refused) > 1 else ''} {', '.join(map(str, refused))} could not "
+                "send its objs; see the error there"
+            )
+        BYTE = self._MPI.BYTE
+        send = numpy.frombuffer(b"".join(chunks), dtype=numpy.uint8)
+        out = numpy.empty(int(incoming.sum()), dtype=numpy.uint8)
+        offsets = _offsets(incoming)
+        self._wait([self._comm.Ialltoallv([send, (sizes, _offsets(sizes)), BYTE], [out, (incoming, offsets), BYTE])])
+        view = memoryview(out)
+        return [objs[r] if r == self.rank else pickle.loads(view[o:o + n])
+                for r, (o, n) in enumerate(zip(offsets.tolist(), incoming.tolist()))]
 
     def _plan(self, arrays: Sequence[Any], with_flags: bool) -> List[_Bucket]:
         key = (with_flags, tuple((tuple(a.shape), a.dtype.str, _on_gpu(a)) for a in arrays))

@@ -159,6 +159,84 @@ def main():
         raise AssertionError("gradient accumulation under overlap was not refused")
     dp.finish_update(SGD(0.0))  # the ranks are still in step afterwards
 
+    # Point-to-point messages, scatter and all-to-all (public methods, bounded by the timeout).
+    # 1 MB arrays are past MPI's eager limit: their sends complete only once received.
+    big = numpy.arange(2 ** 18, dtype="float32") + rank
+    strided = numpy.arange(40.0).reshape(8, 5)[:, ::2] + rank  # not contiguous: pickled in band
+    frozen = numpy.full(70000, rank, "int8")
+    frozen.flags.writeable = False
+    if rank == 0:
+        comm.send({"n": 1, "list": [1, 2]}, dest=1)  # tag 0, small
+        comm.send(("tagged", big, strided, frozen), dest=1, tag=7)
+        got = comm.recv(1, tag=5)
+        assert got.dtype == numpy.float32 and numpy.array_equal(got, big + 1), got[:4]
+        comm.send(b"x" * 3_000_000, 1, tag=comm._tag_ub)  # the largest tag; bytes in band
+    else:
+        # Tag 7 first although tag 0 was sent first: tags are matched, not the order.
+        kind, a, s, f = comm.recv(0, tag=7)
+        assert kind == "tagged" and numpy.array_equal(a, big - 1) and a.flags.writeable, a[:4]
+        assert numpy.array_equal(s, strided - 1) and numpy.array_equal(f, frozen - 1) and f.dtype == numpy.int8
+        assert comm.recv(0) == {"n": 1, "list": [1, 2]}  # any tag: the one left
+        comm.send(big, 0, tag=5)
+        assert comm.recv(0, None) == b"x" * 3_000_000
+    comm.send(("me", rank), rank, tag=2)  # to oneself: kept for one's own recv
+    assert comm.recv(rank, 2) == ("me", rank)
+    try:
+        comm.recv(rank, 2)
+    except RuntimeError as error:
+        assert "no message with tag 2" in str(error), error
+    else:
+        raise AssertionError("recv from oneself with nothing sent did not refuse")
+    for call, words in [
+        (lambda: comm.send(1, dest=2), ["send: dest", "0..1", "got 2"]),
+        (lambda: comm.send(1, dest=-1), ["send: dest", "got -1"]),
+        (lambda: comm.recv(source="0"), ["recv: source", "got '0'"]),
+        (lambda: comm.send(1, 1 - rank, tag=-3), ["send: tag", "got -3"]),
+        (lambda: comm.send(1, 1 - rank, tag=comm._tag_ub + 1), ["send: tag", "TAG_UB", str(comm._tag_ub)]),
+        (lambda: comm.recv(1 - rank, tag=1.5), ["recv: tag", "or None for any tag", "got 1.5"]),
+        (lambda: comm.scatter([1, 2], root=2), ["scatter: root", "0..1", "got 2"]),
+    ]:
+        try:
+            call()
+        except ValueError as error:
+            assert all(w in str(error) for w in words), (words, error)
+        else:
+            raise AssertionError(f"accepted: {words}")
+    # Nothing above counted as a collective: the ranks' collective numbers are still the same.
+    assert len(set(comm.allgather(comm._seq))) == 1
+    shares = [{"to": r, "data": bytes(1_000_000 * (r + 1))} for r in range(size)]
+    got = comm.scatter(shares if rank == 1 else None, root=1)
+    assert got["to"] == rank and len(got["data"]) == 1_000_000 * (rank + 1)
+    if rank == 1:
+        assert got is shares[1]  # the root's own share is not sent, nor copied
+    assert comm.scatter((["a"], ["b"]) if rank == 0 else "ignored").pop() == "ab"[rank]
+    sent = [(f"{rank}->{r}", numpy.full(2 ** 18, r + 10 * rank, "float32")) for r in range(size)]
+    got = comm.alltoall(sent)
+    assert [g[0] for g in got] == [f"{r}->{rank}" for r in range(size)] and got[rank] is sent[rank]
+    assert all((g[1] == rank + 10 * r).all() for r, g in enumerate(got))
+    # Refused arguments on one rank: it raises its own error, the other one pointing to it.
+    try:
+        comm.scatter([1, 2, 3] if rank == 0 else None)
+    except ValueError as error:
+        expected = "one item per rank (2)" if rank == 0 else "the root (rank 0) could not scatter"
+        assert expected in str(error), error
+    else:
+        raise AssertionError("scatter of 3 items to 2 ranks was accepted")
+    try:
+        comm.alltoall([1, 2] if rank == 0 else [1, 2, 3])
+    except ValueError as error:
+        expected = "rank 1 could not send" if rank == 0 else "alltoall: objs must hold one item per rank (2)"
+        assert expected in str(error), error
+    else:
+        raise AssertionError("alltoall of 3 items among 2 ranks was accepted")
+    try:
+        comm.alltoall([lambda: 0, 1] if rank == 1 else [0, 1])  # rank 1's item for rank 0 does not pickle
+    except Exception as error:
+        assert rank == 1 or "rank 1 could not send" in str(error), error
+    else:
+        raise AssertionError("alltoall of an unpicklable item was accepted")
+    assert comm.allgather(rank) == [0, 1]  # still in step
+
     # Objects and scalars.
     assert comm.allreduce_scalar(rank + 1.5, op="sum") == 4.0
     assert comm.allreduce_scalar(rank + 1.5, op="mean") == 2.0

@@ -75,3 +75,51 @@ def test_local_communicator_refuses_what_mpi_would():
         LocalCommunicator().bcast_params(model)
     with pytest.raises(NotImplementedError, match="shims"):
         DataParallel(model, LocalCommunicator())
+
+
+def test_local_communicator_messages_scatter_and_alltoall():
+    comm = LocalCommunicator()
+    assert comm.local_size == 1
+    # send to oneself: a copy kept per tag, received in the order sent; None takes any tag.
+    array = numpy.arange(5.0)
+    comm.send({"a": array}, 0, tag=3)
+    comm.send("first", 0)
+    comm.send("second", dest=0)
+    array[0] = 99.0
+    got = comm.recv(0, tag=3)
+    assert got["a"].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0] and got["a"] is not array
+    assert comm.recv(0) == "first" and comm.recv(source=0, tag=0) == "second"
+    with pytest.raises(RuntimeError, match="no message with any tag"):
+        comm.recv(0)
+    comm.send(1, 0, tag=4)
+    with pytest.raises(RuntimeError, match="no message with tag 5"):
+        comm.recv(0, tag=5)
+    assert comm.recv(0, 4) == 1
+    with pytest.raises(Exception):
+        comm.send(lambda: 0, 0)  # not picklable, as it would not be under MPI
+    items = [{"x": 1}]
+    assert comm.scatter(items) is items[0] and comm.scatter(items, root=0) is items[0]
+    assert comm.alltoall(("only",)) == ["only"] and comm.alltoall(numpy.array([7])) == [7]
+
+
+@pytest.mark.parametrize(
+    "call,error,words",
+    [
+        (lambda c: c.send(1, dest=1), ValueError, "send: dest must be a rank in 0..0, got 1"),
+        (lambda c: c.send(1, dest=True), ValueError, "send: dest must be a rank in 0..0, got True"),
+        (lambda c: c.recv(source=-1), ValueError, "recv: source must be a rank in 0..0, got -1"),
+        (lambda c: c.send(1, 0, tag=-1), ValueError, "send: tag must be an int in 0..32767"),
+        (lambda c: c.send(1, 0, tag=32768), ValueError, "TAG_UB"),
+        (lambda c: c.send(1, 0, tag=None), ValueError, "send: tag must be an int in 0..32767"),
+        (lambda c: c.recv(0, tag="any"), ValueError, "or None for any tag; got 'any'"),
+        (lambda c: c.scatter([1], root=1), ValueError, "scatter: root must be a rank in 0..0, got 1"),
+        (lambda c: c.scatter([1, 2]), ValueError, r"scatter: objs must hold one item per rank \(1\) on the root \(rank 0\); got 2"),
+        (lambda c: c.scatter(None), TypeError, "scatter: objs must be a sequence"),
+        (lambda c: c.alltoall([]), ValueError, r"alltoall: objs must hold one item per rank \(1\) on every rank; got 0"),
+        (lambda c: c.alltoall("a"), TypeError, "alltoall: objs must be a sequence"),
+        (lambda c: c.alltoall({0: "a"}), TypeError, "got dict"),
+    ],
+)
+def test_local_communicator_checks_message_arguments(call, error, words):
+    with pytest.raises(error, match=words):
+        call(LocalCommunicator())

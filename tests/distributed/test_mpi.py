@@ -148,6 +148,41 @@ def test_a_dead_or_hung_rank_makes_the_other_exit_naming_it(mpi, tmp_path, sig):
     assert _state(survivor) in (None, "Z", "X"), f"rank 0 (pid {survivor}) still runs"
 
 
+_RECV_FROM_RANK_0 = """
+import os, sys, time
+from plait.distributed import get_communicator
+comm = get_communicator()
+comm.barrier()
+if comm.rank == 0:
+    if sys.argv[1] == "killed":
+        os.kill(os.getpid(), 9)
+    elif sys.argv[1] == "elsewhere":
+        comm.barrier()
+    time.sleep(120)
+else:
+    comm.recv(0, tag=7)
+"""
+
+
+@pytest.mark.parametrize("how", ["killed", "hung", "elsewhere"])
+def test_a_recv_from_a_dead_hung_or_elsewhere_rank_names_it(mpi, how):
+    # Rank 1 waits in recv(0, tag=7); rank 0 dies, sleeps outside plait, or waits in a barrier.
+    cmd = _launch(2, ["-c", _RECV_FROM_RANK_0, how], wrapped=True)
+    start = time.monotonic()
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=_env(PLAIT_DIST_TIMEOUT="2"))
+    elapsed = time.monotonic() - start
+    stderr = result.stderr
+    assert result.returncode != 0 and elapsed < 30, (result.returncode, elapsed, stderr[-3000:])
+    # A point-to-point message is not numbered as a collective (only some ranks take part).
+    mine = "rank 1 of 2: recv from rank 0 (tag 7) (after collective #1) did not complete within 2 s"
+    if how == "elsewhere":
+        # Both ranks time out; whichever aborts first names what the other waits in.
+        assert ("rank 0 is waiting in barrier (collective #2) instead" in stderr
+                or "rank 1 is waiting in recv from rank 0 (tag 7) (after collective #1) instead" in stderr), stderr[-3000:]
+    else:
+        assert mine in stderr and "rank 0 did not answer" in stderr, stderr[-3000:]
+
+
 def _state(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
