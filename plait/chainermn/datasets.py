@@ -57,12 +57,17 @@ def scatter_dataset(dataset: Any, comm: Any, root: int = 0, shuffle: bool = Fals
     shares: Optional[List[Any]] = None
     on_gpu = False
     if rank == root:
-        if dataset is None:
-            raise ValueError(f"scatter_dataset: rank {root} (the root) was given no dataset")
-        n = len(dataset)
-        order = numpy.random.RandomState(seed).permutation(n) if shuffle else numpy.arange(n)
-        on_gpu = type(dataset).__module__.split(".", 1)[0] == "cupy"
-        shares = [_take(dataset, order[_block(n, size, i)]) for i in range(size)]
+        try:
+            if dataset is None:
+                raise ValueError(f"scatter_dataset: rank {root} (the root) was given no dataset")
+            n = len(dataset)
+            order = numpy.random.RandomState(seed).permutation(n) if shuffle else numpy.arange(n)
+            on_gpu = type(dataset).__module__.split(".", 1)[0] == "cupy"
+            shares = [_take(dataset, order[_block(n, size, i)]) for i in range(size)]
+        except (TypeError, ValueError):
+            if hasattr(comm, "_refuse"):  # the other ranks raise too, pointing to the root
+                comm._refuse(lambda: comm._scatter_obj(None, int(root), "scatter_dataset"))
+            raise
     objs = None if shares is None else [(share, on_gpu) for share in shares]
     if hasattr(comm, "_scatter_obj"):
         mine, on_gpu = comm._scatter_obj(objs, int(root), "scatter_dataset")

@@ -113,6 +113,21 @@ def main():
         assert comm.recv_obj(0) == {"k": [1, 2]}
         comm.send(numpy.ones(300000), 0, 5)  # larger than an eager message
 
+    # Refused arguments on one rank: it raises why, the other one at once, pointing to it.
+    for call, own, other in [
+        (lambda: comm.scatter((numpy.ones(1),) * 3 if rank == 0 else None), "3 arrays for 2 ranks", "root (rank 0)"),
+        (lambda: comm.alltoall([numpy.ones(1)] * (2 + rank)), "3 arrays for 2 ranks", "rank 1 could not send"),
+        (lambda: chainermn.scatter_dataset(None, comm), "was given no dataset", "root (rank 0)"),
+    ]:
+        try:
+            call()
+        except ValueError as error:
+            refused_here = (rank == 0) if "rank 0" in other else (rank == 1)
+            assert (own if refused_here else other) in str(error), error
+        else:
+            raise AssertionError(f"accepted: {own}")
+    assert comm.allgather_obj(rank) == [0, 1]  # still in step
+
     # split: two one-rank communicators of the same kind.
     alone = flat.split(rank, 0)
     assert (alone.size, alone.rank, alone.name) == (1, 0, "flat")

@@ -10,19 +10,18 @@ A communicator wraps one plait.distributed communicator (the backend):
 
 Model methods (`bcast_data`, `allreduce_grad`) go through the backend's bucketed array
 collectives; the `*_obj` methods and the array methods (`bcast`, `gather`, `allgather`,
-`allreduce`) through its pickled-object collectives; `send`/`recv`, `scatter` and `alltoall`
-through bounded nonblocking MPI operations on the backend's own duplicate communicator (_wire).
+`allreduce`, `scatter`, `alltoall`, `send`/`recv`) through its methods for picklable objects
+(`bcast`, `gather`, `allgather`, `scatter`, `alltoall`, `send`/`recv`), all bounded by its
+timeout. Arrays travel as (numpy array, whether it came from a GPU) pairs; the backend's
+send/recv carries large arrays out of band, without copying them into the pickle.
 """
 from __future__ import annotations
 
 import copy
 import functools
-import pickle
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy
-
-from . import _wire
 
 
 def _is_gpu_array(x: Any) -> bool:
@@ -104,7 +103,6 @@ class CommunicatorBase:
                 mpi_comm = MPI.COMM_WORLD
             self._mpi_comm = mpi_comm
             self._intra = self._node_ranks()
-        self._wire_: Optional[_wire.Wire] = None
 
     def _node_ranks(self) -> Tuple[int, int, int, int]:
         """(intra_rank, intra_size, inter_rank, inter_size) from every rank's processor name."""
@@ -122,12 +120,6 @@ class CommunicatorBase:
     @property
     def _local(self) -> bool:
         return self._mpi_comm is None
-
-    @property
-    def _wire(self) -> _wire.Wire:
-        if self._wire_ is None:
-            self._wire_ = _wire.Wire(self._backend)
-        return self._wire_
 
     def __repr__(self) -> str:
         return f"<chainermn {self.name or type(self).__name__} communicator: rank {self.rank} of {self.size}>"
@@ -256,20 +248,16 @@ class CommunicatorBase:
         else:
             array, on_gpu = _to_host(data, "send")
             payload = ("arrays", False, [array], [on_gpu])
-        self._wire.send(pickle.dumps(payload, protocol=5), dest, int(tag), f"send to rank {dest} (tag {tag})")
+        self._backend.send(payload, dest, tag)
 
     def recv(self, source: int, tag: Optional[int] = None) -> Any:
         """The array (or tuple of arrays) rank `source` sent with send(); tag None takes any tag."""
         source = self._check_peer(source, "recv")
-        kind, is_tuple, arrays, gpus = self._recv_payload(source, tag)
+        kind, is_tuple, arrays, gpus = self._backend.recv(source, tag)
         if kind != "arrays":
             raise TypeError(f"chainermn recv: rank {source} sent an object with send_obj(); receive it with recv_obj()")
         out = [_to_device(a, g) for a, g in zip(arrays, gpus)]
         return tuple(out) if is_tuple else out[0]
-
-    def _recv_payload(self, source: int, tag: Optional[int]) -> Any:
-        what = f"recv from rank {source}" + ("" if tag is None else f" (tag {tag})")
-        return pickle.loads(self._wire.recv(source, None if tag is None else int(tag), what))
 
     def bcast(self, x: Any, root: int = 0) -> Any:
         """Root's array `x` on every rank (ignored elsewhere)."""
@@ -306,33 +294,50 @@ class CommunicatorBase:
 
     def scatter(self, xs: Any, root: int = 0) -> Any:
         """On root, `xs` is a tuple of `size` arrays, or an array whose first axis has `size`
-        entries; rank i receives the i-th (xs is ignored elsewhere)."""
+        entries; rank i receives the i-th (xs is ignored elsewhere).
+
+        When root's `xs` is refused, root raises why and the other ranks a ValueError
+        pointing to it (they do not wait for the timeout)."""
+        objs: Optional[List[Any]] = None
         if self.rank == root:
-            if isinstance(xs, (tuple, list)):
-                pieces = [_to_host(x, "scatter") for x in xs]
-            else:
-                array, on_gpu = _to_host(xs, "scatter")
-                if array.ndim == 0:
-                    raise ValueError("chainermn scatter: give a tuple of arrays or an array with one row per rank")
-                pieces = [(row, on_gpu) for row in array]
-            if len(pieces) != self.size:
-                raise ValueError(f"chainermn scatter: {len(pieces)} arrays for {self.size} ranks")
-            objs: Optional[List[Any]] = pieces
-        else:
-            objs = None
+            try:
+                if isinstance(xs, (tuple, list)):
+                    pieces = [_to_host(x, "scatter") for x in xs]
+                else:
+                    array, on_gpu = _to_host(xs, "scatter")
+                    if array.ndim == 0:
+                        raise ValueError("chainermn scatter: give a tuple of arrays or an array with one row per rank")
+                    pieces = [(row, on_gpu) for row in array]
+                if len(pieces) != self.size:
+                    raise ValueError(f"chainermn scatter: {len(pieces)} arrays for {self.size} ranks")
+            except (TypeError, ValueError):
+                self._refuse(lambda: self._scatter_obj(None, root, "scatter"))
+                raise
+            objs = pieces
         array, on_gpu = self._scatter_obj(objs, root, "scatter")
         return _to_device(array, on_gpu)
 
+    @staticmethod
+    def _refuse(collective: Any) -> None:
+        """Take part in `collective` with refused arguments: the backend then raises on every
+        rank (the others naming this one); here its error gives way to the caller's own."""
+        try:
+            collective()
+        except (TypeError, ValueError):
+            pass
+
     def alltoall(self, xs: Sequence[Any]) -> Tuple[Any, ...]:
-        """Send xs[i] (an array) to rank i; returns the arrays every rank sent to this one, in rank order."""
-        if len(xs) != self.size:
-            raise ValueError(f"chainermn alltoall: {len(xs)} arrays for {self.size} ranks; give one per rank")
-        pieces = [_to_host(x, "alltoall") for x in xs]
-        if self._local:
-            return (_to_device(*pieces[0]),)
-        chunks = [pickle.dumps(p, protocol=5) for p in pieces]
-        received = self._wire.alltoall(chunks, "alltoall")
-        return tuple(_to_device(*pickle.loads(c)) for c in received)
+        """Send xs[i] (an array) to rank i; returns the arrays every rank sent to this one, in rank order.
+
+        When a rank's `xs` is refused, it raises why and the other ranks a ValueError naming it."""
+        try:
+            if len(xs) != self.size:
+                raise ValueError(f"chainermn alltoall: {len(xs)} arrays for {self.size} ranks; give one per rank")
+            pieces = [_to_host(x, "alltoall") for x in xs]
+        except (TypeError, ValueError):
+            self._refuse(lambda: self._backend.alltoall(None))
+            raise
+        return tuple(_to_device(*piece) for piece in self._backend.alltoall(pieces))
 
     # --- Python objects -----------------------------------------------------------------
 
@@ -340,12 +345,12 @@ class CommunicatorBase:
         """Send a picklable object to rank `dest`, which receives it with recv_obj()."""
         dest = self._check_peer(dest, "send_obj")
         payload = ("object", obj)
-        self._wire.send(pickle.dumps(payload, protocol=5), dest, int(tag), f"send_obj to rank {dest} (tag {tag})")
+        self._backend.send(payload, dest, tag)
 
     def recv_obj(self, source: int, tag: Optional[int] = None) -> Any:
         """The object rank `source` sent with send_obj(); tag None takes any tag."""
         source = self._check_peer(source, "recv_obj")
-        payload = self._recv_payload(source, tag)
+        payload = self._backend.recv(source, tag)
         if payload[0] != "object":
             raise TypeError(f"chainermn recv_obj: rank {source} sent arrays with send(); receive them with recv()")
         return payload[1]
@@ -371,11 +376,7 @@ class CommunicatorBase:
         """objs[i] (given on root) to rank i, each rank receiving only its own."""
         if not isinstance(root, (int, numpy.integer)) or not 0 <= int(root) < self.size:
             raise ValueError(f"chainermn {what}: root {root!r} is not a rank in 0..{self.size - 1}")
-        if self._local:
-            assert objs is not None
-            return objs[0]
-        chunks = [pickle.dumps(o, protocol=5) for o in objs] if self.rank == root else None
-        return pickle.loads(self._wire.scatter(chunks, int(root), self.rank, what))
+        return self._backend.scatter(objs, int(root))
 
 
 class NaiveCommunicator(CommunicatorBase):
