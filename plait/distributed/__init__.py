@@ -22,15 +22,20 @@ and in the script::
 
 Everything in the communicator (`Communicator` under MPI, `LocalCommunicator` alone):
 
-- ``rank``, ``size``, ``local_rank``;
+- ``rank``, ``size``, ``local_rank``, ``local_size``;
 - ``bcast_params(model, root=0)``: root's parameters to every rank (checks the models match);
 - ``allreduce_grads(model)``: every gradient replaced by its mean over ranks, packed into
   contiguous buckets of about 25 MB, one nonblocking Allreduce per bucket;
 - ``allreduce_scalar(x, op="sum"|"mean"|"max"|"min")``, ``gather(obj, root=0)``,
-  ``allgather(obj)``, ``bcast(obj, root=0)``, ``barrier()``.
+  ``allgather(obj)``, ``bcast(obj, root=0)``, ``barrier()``;
+- ``send(obj, dest, tag=0)``, ``recv(source, tag=None)``: a picklable object to one rank (large
+  arrays without copies; tag None receives any tag);
+- ``scatter(objs, root=0)``: root's ``objs[i]`` to rank i; ``alltoall(objs)``: every rank's
+  ``objs[i]`` to rank i, returning the items received in rank order.
 
-Every collective is bounded by PLAIT_DIST_TIMEOUT seconds (default 60): when a rank dies or
-hangs, the others print which rank(s) did not answer and abort the job with a non-zero status.
+Every collective and message is bounded by PLAIT_DIST_TIMEOUT seconds (default 60): when a
+rank dies or hangs, the others print which rank(s) did not answer and abort the job with a
+non-zero status.
 Without an MPI launcher, `get_communicator()` returns a one-process world whose collectives do
 nothing, and mpi4py is never imported (nor is it by ``import plait`` or ``import
 plait.distributed``). See docs/distributed.md.
