@@ -360,8 +360,19 @@ def child_allreduce(p: Dict[str, Any]) -> None:
         def iallreduce_wait():
             world.Iallreduce(MPI.IN_PLACE, ibuf, op=MPI.SUM).Wait()
 
+        from plait.distributed import DataParallel
+
+        dp = DataParallel(model, comm, broadcast=False, overlap=False)
+
+        def data_parallel_reduce():
+            # DataParallel's reduction: the gradients are views of its buckets (after the first
+            # call) and were divided by the number of ranks in backprop (said here by hand).
+            dp._scaled = True
+            dp.allreduce_grads()
+
         methods = {
             "plait": lambda: comm.allreduce_grads(model),
+            "DataParallel": data_parallel_reduce,
             "mpi4py": lambda: world.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM),
             "Iallreduce+Wait": iallreduce_wait,
             "local copies": local_copies,
@@ -796,7 +807,7 @@ def print_allreduce(ar_runs: List[Dict[str, Any]]) -> float:
           "Allreduce(IN_PLACE) on a float32 buffer of as many values (median over rounds of the "
           "median block)\n")
     headers = ["buffer", "MB", "tensors", "plait ms", "mpi4py ms", "plait GB/s", "mpi4py GB/s", "plait/mpi4py",
-               "Iallreduce+Wait ms", "local copies ms", "cold: plait ms", "cold: mpi4py ms", "cold: plait/mpi4py"]
+               "DataParallel ms", "DataParallel/mpi4py", "Iallreduce+Wait ms", "local copies ms", "cold: plait ms", "cold: mpi4py ms", "cold: plait/mpi4py"]
     rows = []
     cases = [c["case"] for c in ar_runs[0]["cases"]]
     for i, case in enumerate(cases):
@@ -808,6 +819,8 @@ def print_allreduce(ar_runs: List[Dict[str, Any]]) -> float:
         ratio = statistics.median(c["mpi4py_s"] / c["plait_s"] for c in one)
         row = [case, f"{nbytes / 1e6:.3f}", str(one[0]["tensors"]), f"{pl * 1e3:.3f}", f"{mp * 1e3:.3f}",
                f"{nbytes / pl / 1e9:.2f}", f"{nbytes / mp / 1e9:.2f}", f"{ratio:.1%}",
+               f"{med('DataParallel_s') * 1e3:.3f}",
+               f"{statistics.median(c['mpi4py_s'] / c['DataParallel_s'] for c in one):.1%}",
                f"{med('Iallreduce+Wait_s') * 1e3:.3f}", f"{med('local copies_s') * 1e3:.3f}"]
         if "plait_cold_s" in one[0]:
             cold_ratio = statistics.median(c["mpi4py_cold_s"] / c["plait_cold_s"] for c in one)
@@ -831,7 +844,8 @@ def print_allreduce(ar_runs: List[Dict[str, Any]]) -> float:
           f"(bytes / (time - latency)); best rate {best_rate / 1e9:.2f} GB/s ({best_size / 1e6:.2f} MB); "
           f"local float32 sum (numpy.add, 16 MB): {reduce_gbs:.1f} GB/s")
     print("plait/mpi4py = mpi4py time / plait time (1 = as fast as the raw call). plait also reduces one flag "
-          "per tensor. 'local copies' is the packing into plait's bucket and the scaled copy back out, timed alone "
+          "per tensor. 'DataParallel': the reduction as DataParallel does it in training (the gradients are views "
+          "of its buckets and were divided by the number of ranks in backprop: no copy in or out). 'local copies' is the packing into plait's bucket and the scaled copy back out, timed alone "
           "(what plait adds on top of the reduction). 'cold': one call at a time after 64 MB of other memory "
           "traffic, as after a backward pass (back-to-back calls keep the buffers in cache).")
     return reduce_gbs

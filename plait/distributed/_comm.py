@@ -138,12 +138,12 @@ class _Bucket:
         self.host: Optional[numpy.ndarray] = None  # a GPU bucket's staging copy for MPI
 
 
-def _make_plan(arrays: Sequence[Any], bucket_bytes: int, with_flags: bool) -> List[_Bucket]:
+def _make_plan(arrays: Sequence[Any], bucket_bytes: int, with_flags: bool, extra: int = 0) -> List[_Bucket]:
     """Pack arrays (or (node, name, array) entries) into contiguous buckets of about bucket_bytes.
 
     One dtype and one device (CPU or GPU) per bucket. With with_flags, the last bucket carries
     one value per array after the values: 1 where this rank has a gradient for it, so that the
-    ranks agree on which parameters were updated.
+    ranks agree on which parameters were updated; then `extra` more values for the caller.
     """
     arrays = [a[2] if isinstance(a, tuple) else a for a in arrays]
     buckets: List[_Bucket] = []
@@ -170,7 +170,7 @@ def _make_plan(arrays: Sequence[Any], bucket_bytes: int, with_flags: bool) -> Li
                 buckets.append(flag_bucket)
         buckets[-1].flags_at = buckets[-1].n_values
     for bucket in buckets:
-        total = bucket.n_values + (len(arrays) if bucket.flags_at is not None else 0)
+        total = bucket.n_values + (len(arrays) + extra if bucket.flags_at is not None else 0)
         if bucket.on_gpu:
             import cupy
 
@@ -403,6 +403,10 @@ class Communicator:
             while not (testall(requests) and (device_done is None or device_done())):
                 spins += 1
                 if spins & 63 == 0:
+                    if spins >= 1024:
+                        # A long wait (a peer is slower, or descheduled): let another process
+                        # on a busy machine run instead of spinning against it.
+                        os.sched_yield()
                     now = time.monotonic()
                     if spins & 4095 == 0:
                         self._answer_pings()

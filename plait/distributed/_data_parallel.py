@@ -1,6 +1,8 @@
 """Data parallelism for the Thinc face: averaged gradients before every optimizer step."""
 from __future__ import annotations
 
+import copy
+import dataclasses
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ._comm import get_communicator
@@ -40,13 +42,20 @@ class DataParallel:
     model must be initialized first). `finish_update(optimizer)` averages every gradient over the
     ranks and then calls `model.finish_update(optimizer)`: every rank takes the same step and so
     keeps identical weights and optimizer state. Forward and backward passes go to the model
-    unchanged (`begin_update`, `predict`, calling the wrapper).
+    (`begin_update`, `predict`, calling the wrapper).
 
-    overlap=True (the default with two ranks or more) reduces the gradients during backprop: the
-    buckets are laid out in backprop order (last layer first) and each is sent as soon as every
-    parameter in it has received its gradient, while the earlier layers are still computing. It
-    expects one `begin_update` and its backprop per `finish_update`; gradient accumulation over
-    several begin_update calls needs overlap=False (refused with that advice otherwise).
+    The wrapper owns the gradient buckets of its model: after the first update each gradient is
+    a view into them, so layers accumulate straight into the buffers that are reduced (no copy
+    in, no copy out), and the backprop callback of `begin_update` divides the incoming gradient
+    by the number of ranks, so that the sum over ranks is already the mean (backprop is linear;
+    the gradient it returns for the input is the caller's as without the wrapper). A rank that
+    ran its backprop without the wrapper is found out and its sums scaled after the reduction.
+
+    overlap=True (the default) also reduces during backprop when the model spans several
+    buckets: laid out last layer first, each is sent as soon as every parameter in it has its
+    gradient, while earlier layers still compute. It expects one `begin_update` and its backprop
+    per `finish_update`; gradient accumulation over several begin_update calls needs
+    overlap=False (refused with that advice otherwise).
     """
 
     def __init__(self, model: Any, comm: Optional[Any] = None, *, broadcast: bool = True, overlap: bool = True) -> None:
@@ -54,8 +63,11 @@ class DataParallel:
         self.comm = get_communicator() if comm is None else comm
         if broadcast:
             self.comm.bcast_params(model)
-        self.overlap = bool(overlap) and self.comm.size > 1 and hasattr(self.comm, "_start")
+        self.distributed = self.comm.size > 1 and hasattr(self.comm, "_start")
+        self.overlap = bool(overlap) and self.distributed
+        self._layout: Optional[_Layout] = None
         self._session: Optional[_OverlapSession] = None
+        self._scaled: Optional[bool] = None  # this update's gradients: divided by size (True), raw (False), none yet
         #: How many gradient buckets of the last update were sent during backprop (overlap).
         self.overlapped_buckets = 0
 
@@ -70,8 +82,25 @@ class DataParallel:
     def size(self) -> int:
         return self.comm.size
 
+    def _layout_now(self) -> "_Layout":
+        from ._comm import _param_entries
+
+        layout = self._layout
+        if layout is not None:
+            # The same parameter arrays as last time (the usual case): no checks to redo.
+            arrays = [node.get_param(name) for node in self.model.walk() for name in node.param_names
+                      if node.has_param(name)]
+            if len(arrays) == len(layout.like) and all(a is b for a, b in zip(reversed(arrays), layout.like)):
+                return layout
+        entries = _param_entries(self.model)
+        if layout is None or not layout.fits(entries):
+            layout = self._layout = _Layout(self.comm, entries)
+        else:
+            layout.like = [param for _node, _name, param in reversed(entries)]
+        return layout
+
     def begin_update(self, X: Any) -> Tuple[Any, Callable]:
-        if not self.overlap:
+        if not self.distributed:
             return self.model.begin_update(X)
         if self._session is not None:
             session, self._session = self._session, None
@@ -82,8 +111,22 @@ class DataParallel:
                 "begin_update (and its backprop) per finish_update. To accumulate gradients over several "
                 "batches, build DataParallel(model, comm, overlap=False)."
             )
-        self._session = _OverlapSession(self.comm, self.model)
-        return self._session.forward(X)
+        layout = self._layout_now()
+        if self.overlap and len(layout.plan) > 1:
+            self._session = _OverlapSession(self.comm, self.model, layout)
+            Y, backprop = self._session.forward(X)
+        else:
+            Y, backprop = self.model.begin_update(X)
+        size = self.comm.size
+
+        def backprop_mean(dY: Any) -> Any:
+            # Backprop is linear in dY: the gradients of dY / size summed over the ranks are the
+            # mean; the input gradient is scaled back, as the caller expects it.
+            self._scaled = True if self._scaled in (None, True) else self._scaled
+            dX = backprop(_times(dY, 1.0 / size))
+            return _times(dX, float(size))
+
+        return Y, backprop_mean
 
     def __call__(self, X: Any, is_train: bool) -> Tuple[Any, Callable]:
         if is_train:
@@ -93,57 +136,112 @@ class DataParallel:
     def predict(self, X: Any) -> Any:
         return self.model.predict(X)
 
-    def finish_update(self, optimizer: Any) -> None:
+    def allreduce_grads(self) -> None:
+        """Average the gradients over the ranks now: what finish_update does before the optimizer.
+
+        For code that looks at the mean gradients before stepping (clipping, logging); then
+        call `model.finish_update(optimizer)` itself. Every rank must call it.
+        """
         session, self._session = self._session, None
-        if not self.overlap:
-            distributed_finish_update(self.model, optimizer, self.comm)
+        scaled, self._scaled = self._scaled, None
+        if not self.distributed:
             return
+        layout = session.layout if session is not None else self._layout_now()
         if session is None:
-            # No forward on this rank (an empty share of the batch): the same buckets, in the
-            # same order, as the ranks that overlapped, all sent now.
-            session = _OverlapSession(self.comm, self.model)
+            # No overlap (or no forward on this rank, an empty share of the batch): every
+            # bucket now, the same ones in the same order as on the ranks that overlapped.
+            session = _OverlapSession(self.comm, self.model, layout, hooks=False)
         try:
-            self.overlapped_buckets = session.finish()
+            self.overlapped_buckets = session.finish(scaled)
         finally:
             session.close()
+
+    def finish_update(self, optimizer: Any) -> None:
+        """Average the gradients over the ranks, then `model.finish_update(optimizer)`."""
+        self.allreduce_grads()
         self.model.finish_update(optimizer)
 
 
-class _OverlapSession:
-    """One update's overlapped gradient reduction (see DataParallel's overlap).
+def _times(value: Any, factor: float) -> Any:
+    """An array (or a list/tuple of arrays, a Ragged/Padded-like object with .data) times factor."""
+    if factor == 1.0 or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_times(v, factor) for v in value)
+    if hasattr(value, "dtype") and hasattr(value, "shape"):
+        return value * value.dtype.type(factor) if value.dtype.kind == "f" else value
+    data = getattr(value, "data", None)
+    if data is not None and hasattr(data, "dtype") and dataclasses.is_dataclass(value):
+        # Ragged, Padded and the like: a shallow copy with the data scaled, lengths shared.
+        out = copy.copy(value)
+        out.data = _times(data, factor)
+        return out
+    raise TypeError(
+        f"DataParallel: cannot scale a gradient of type {type(value).__name__} by 1/size; pass arrays, lists of "
+        "arrays or Ragged/Padded/ArraysXd values to backprop, or use DataParallel(..., overlap=False) with "
+        "model.begin_update and plait.distributed.distributed_finish_update."
+    )
 
-    During the forward pass, the number of times each node runs is counted (its _func wrapped);
-    during backprop, the gradients each node's parameter store receives (inc_grad/set_grad). A parameter is ready when it got
-    as many gradient contributions as its node ran; buckets, in backprop order, are packed and
-    posted strictly in order as soon as all of theirs are ready, so that every rank posts the
-    same reductions in the same order whatever its data. What is not ready by finish_update
-    (a parameter without a gradient, a layer run in an unusual way) goes then, with the flags.
+
+class _Layout:
+    """A model's gradient buckets, owned by its DataParallel (views into them are its gradients)."""
+
+    def __init__(self, comm: Any, entries: List[Tuple[Any, str, Any]]) -> None:
+        from ._comm import _labels, _make_plan
+
+        # Backprop runs the layers last to first: the walk reversed fills the first buckets first.
+        self.entries = list(reversed(entries))
+        self.like = [param for _node, _name, param in self.entries]
+        self.labels = _labels(self.entries)
+        self.signature = self._signature(entries)
+        # Flags, then two counters: ranks whose gradients were divided by size, and raw ones.
+        self.plan = _make_plan(self.like, comm.bucket_bytes, with_flags=True, extra=2)
+        last = self.plan[-1]
+        n = len(self.entries)
+        self.flags = last.buffer[last.flags_at:last.flags_at + n]
+        self.counts = last.buffer[last.flags_at + n:]
+        self.views: List[Any] = [None] * n
+        self.bucket_of = [0] * n
+        for b, bucket in enumerate(self.plan):
+            for index, offset, size in bucket.items:
+                self.views[index] = bucket.buffer[offset:offset + size].reshape(self.like[index].shape)
+                self.bucket_of[index] = b
+        self.index_of: Dict[Tuple[int, str], int] = {(node.id, name): i for i, (node, name, _p) in enumerate(self.entries)}
+
+    @staticmethod
+    def _signature(entries: List[Tuple[Any, str, Any]]) -> Tuple:
+        return tuple((node.id, name, param.shape, param.dtype.str, type(param)) for node, name, param in entries)
+
+    def fits(self, entries: List[Tuple[Any, str, Any]]) -> bool:
+        return self._signature(entries) == self.signature
+
+
+class _OverlapSession:
+    """One update's gradient reduction over a _Layout (see DataParallel).
+
+    With hooks, during the forward pass the number of times each node runs is counted (its _func
+    wrapped), and during backprop the gradients each node's parameter store receives
+    (inc_grad/set_grad). A parameter is ready when it got as many gradient contributions as its
+    node ran; buckets, in backprop order, are posted strictly in order as soon as all of theirs
+    are ready, so that every rank posts the same reductions in the same order whatever its data.
+    What is not ready by finish_update (a parameter without a gradient, a layer that writes its
+    gradient in place without telling its store) goes then, with the flags and counters.
     """
 
-    def __init__(self, comm: Any, model: Any) -> None:
-        from ._comm import _labels, _param_entries
-
+    def __init__(self, comm: Any, model: Any, layout: _Layout, hooks: bool = True) -> None:
         self.comm = comm
         self.model = model
-        # Backprop runs the layers last to first: the walk reversed fills the first buckets first.
-        entries = list(reversed(_param_entries(model)))
-        self.entries = entries
-        self.like = [param for _node, _name, param in entries]
-        self.labels = _labels(entries)
-        self.plan = comm._plan(self.like, with_flags=True)
-        self.flags = self.plan[-1].buffer[self.plan[-1].flags_at:]
-        self.index_of: Dict[Tuple[int, str], int] = {(node.id, name): i for i, (node, name, _p) in enumerate(entries)}
+        self.layout = layout
+        self.plan = layout.plan
         self.runs: Dict[int, int] = {}
-        self.got = [0] * len(entries)
-        self.bucket_of = [0] * len(entries)
-        for b, bucket in enumerate(self.plan):
-            for index, _offset, _size in bucket.items:
-                self.bucket_of[index] = b
+        self.got = [0] * len(layout.entries)
         self.posted = 0  # buckets posted so far (in order)
         self.requests: List[Any] = []
         self.late: Optional[str] = None
+        self.all_views = True  # every gradient was already a view of its bucket
         self._saved: List[Tuple[Any, str, Any]] = []
-        comm._begin("allreduce_grads (overlapped)")
+        self.hooks = hooks
+        comm._begin("allreduce_grads (overlapped)" if hooks else "allreduce_grads")
 
     # --- hooks ---------------------------------------------------------------------------
 
@@ -184,12 +282,12 @@ class _OverlapSession:
         return run
 
     def _received(self, model_id: int, name: str) -> None:
-        index = self.index_of.get((model_id, name))
+        index = self.layout.index_of.get((model_id, name))
         if index is None:
             return
         self.got[index] += 1
-        if self.bucket_of[index] < self.posted and self.late is None:
-            self.late = self.labels[index]
+        if self.layout.bucket_of[index] < self.posted and self.late is None:
+            self.late = self.layout.labels[index]
         if self.got[index] == self.runs.get(model_id, 0):
             self._advance()
         elif self.requests:
@@ -199,47 +297,90 @@ class _OverlapSession:
 
     def _ready(self, b: int) -> bool:
         for index, _offset, _size in self.plan[b].items:
-            node = self.entries[index][0]
-            if self.got[index] < self.runs.get(node.id, 0) or self.got[index] == 0:
+            node = self.layout.entries[index][0]
+            if self.got[index] == 0 or self.got[index] < self.runs.get(node.id, 0):
                 return False
         return True
 
-    def _grads(self) -> List[Optional[Any]]:
-        return [node.get_grad(name) if node.has_grad(name) else None for node, name, _p in self.entries]
+    def _pack(self, b: int) -> None:
+        """The bucket's gradients into its buffer: nothing to copy for those that are views of it."""
+        layout = self.layout
+        flags = layout.flags
+        for index, _offset, _size in self.plan[b].items:
+            node, name, _param = layout.entries[index]
+            view = layout.views[index]
+            grad = node._params.get_grad(node.id, name) if node.has_grad(name) else None
+            if grad is view:
+                flags[index] = 1
+                continue
+            self.all_views = False
+            if grad is None:
+                view[...] = 0
+                flags[index] = 0
+            else:
+                if tuple(grad.shape) != tuple(view.shape):
+                    raise ValueError(
+                        f"DataParallel: the gradient of {layout.labels[index]!r} has shape {tuple(grad.shape)}, "
+                        f"its parameter {tuple(view.shape)}"
+                    )
+                view[...] = grad
+                flags[index] = 1
 
-    def _post(self, b: int, grads: List[Optional[Any]]) -> None:
-        self.comm._pack(self.plan[b], grads, self.flags, self.labels, self.like)
+    def _post(self, b: int) -> None:
+        self._pack(b)
         self.requests += self.comm._start(self.plan[b], "sum")
         self.posted = b + 1
 
     def _advance(self) -> None:
         # The last bucket carries every parameter's flag: it goes at finish_update.
-        grads = None
         while self.posted < len(self.plan) - 1 and self._ready(self.posted):
-            grads = self._grads() if grads is None else grads
-            self._post(self.posted, grads)
+            self._post(self.posted)
         if self.requests:
             self.comm._MPI.Request.Testall(self.requests)
 
-    def finish(self) -> int:
-        """Send what is left, wait, and put the means in place; returns how many buckets overlapped."""
+    def finish(self, scaled: Optional[bool]) -> int:
+        """Send what is left, wait, and leave the means in place; returns how many buckets overlapped.
+
+        scaled: True when this rank's gradients were divided by the number of ranks (the
+        wrapper's backprop), False when they are raw sums, None when it computed none.
+        """
         early = self.posted
-        grads = self._grads()
-        # Flags of the buckets already sent were set when they were packed; the rest now.
+        layout = self.layout
+        layout.counts[0] = 1 if scaled is True else 0
+        layout.counts[1] = 1 if scaled is False else 0
+        if scaled is None and any(node.has_grad(name) for node, name, _p in layout.entries):
+            # Gradients that did not come through the wrapper's backprop (model.begin_update
+            # called directly, or set by hand): raw, to be divided after the sum.
+            layout.counts[0], layout.counts[1] = 0, 1
         while self.posted < len(self.plan):
-            self._post(self.posted, grads)
+            self._post(self.posted)
         self.comm._complete(self.plan, self.requests)
+        self.close()
         if self.late is not None:
             raise RuntimeError(
                 f"DataParallel(overlap=True): parameter {self.late} received a gradient after its bucket "
                 "had been sent (a layer that adds to a gradient more often than it runs forward). The "
                 "update is not applied; build DataParallel(model, comm, overlap=False) for this model."
             )
-        result = self.comm._unpack(self.plan, grads, self.like, self.flags)
-        self.close()
-        for (node, name, _param), before, after in zip(self.entries, grads, result):
-            if after is not None and after is not before:
-                node.set_grad(name, after)
+        n_scaled, n_raw = int(layout.counts[0]), int(layout.counts[1])
+        if n_scaled and n_raw:
+            raise RuntimeError(
+                f"DataParallel: {n_raw} rank(s) ran backprop without the wrapper (model.begin_update) and "
+                f"{n_scaled} with it (DataParallel.begin_update): their gradients cannot be averaged together. "
+                "Use the same one on every rank."
+            )
+        if n_raw:
+            for bucket in self.plan:
+                values = bucket.buffer[:bucket.n_values]
+                values *= bucket.dtype.type(1.0 / self.comm.size)
+        if self.all_views:
+            return early  # the means are in place already
+        for index, (node, name, _param) in enumerate(layout.entries):
+            if layout.flags[index] == 0:
+                continue  # no rank had a gradient for it: no step for it
+            view = layout.views[index]
+            if not node.has_grad(name) or node._params.get_grad(node.id, name) is not view:
+                node.set_grad(name, view)  # from now on, backprop accumulates into the bucket
         return early
 
     def abandon(self) -> None:

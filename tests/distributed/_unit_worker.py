@@ -115,18 +115,26 @@ def main():
 
     Xb = numpy.random.default_rng(rank).standard_normal((6, 20)).astype("f")
     results = []
-    for overlap in (True, False):
+    for mode in ("overlap", "plain", "raw"):
         m = mlp()
-        dp = DataParallel(m, comm, overlap=overlap)
+        dp = DataParallel(m, comm, overlap=mode == "overlap")
         for _ in range(3):
-            Yh, backprop = dp.begin_update(Xb)
+            # "raw": the model's own begin_update, the wrapper only for finish_update: the sums
+            # are divided after the reduction instead of before it.
+            Yh, backprop = (m if mode == "raw" else dp).begin_update(Xb)
             backprop(Yh - 0.5)
             dp.finish_update(SGD(0.1))
         results.append([n.get_param(k).copy() for n in m.walk() for k in n.param_names])
-        if overlap:
+        if mode == "overlap":
             assert dp.overlapped_buckets >= 2, dp.overlapped_buckets  # sent during backprop
-    for a, b in zip(*results):
-        assert numpy.array_equal(a, b), "overlapped and plain reductions differ"
+        # After the first update every gradient is a view of the wrapper's buckets.
+        buffers = [b.buffer for b in dp._layout.plan]
+        for n in m.walk():
+            for k in n.param_names:
+                assert any(numpy.shares_memory(n.get_grad(k), buf) for buf in buffers), (mode, k)
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            assert numpy.array_equal(a, b), "overlapped, plain and raw reductions differ"
     class Recorder:  # an optimizer that keeps the gradients it is given, and changes nothing
         def __init__(self):
             self.seen = {}
@@ -141,7 +149,15 @@ def main():
     if rank == 0:
         Yh, backprop = dp.begin_update(Xb)
         backprop(Yh - 0.5)
-        expected = {(n.id, k): n.get_grad(k) / 2 for n in m.walk() for k in n.param_names if n.has_grad(k)}
+        # The wrapper's backprop divides by the number of ranks: the local gradients are
+        # already rank 0's share of the mean (rank 1 adds none).
+        expected = {(n.id, k): n.get_grad(k).copy() for n in m.walk() for k in n.param_names if n.has_grad(k)}
+        raw = mlp()
+        raw_Yh, raw_backprop = raw.begin_update(Xb)
+        raw_backprop(raw_Yh - 0.5)
+        for (n, k), (rn, rk) in zip([(n, k) for n in m.walk() for k in n.param_names],
+                                    [(n, k) for n in raw.walk() for k in n.param_names]):
+            numpy.testing.assert_allclose(expected[(n.id, k)], rn.get_grad(rk) / 2, rtol=1e-6)
     recorder = Recorder()
     dp.finish_update(recorder)
     if rank == 0:
