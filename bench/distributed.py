@@ -147,36 +147,47 @@ def child_train(p: Dict[str, Any]) -> None:
         numpy.random.seed(7)
         model, batches, loss_fn, opt = build(kind, p, rank, size)
         mode = p["allreduce"]
-        dp = data_parallel(model, comm, mode, p.get("overlap", "auto"))
         reduce_time = [0.0]
-        real_allreduce = comm.allreduce_grads
-        if mode == "mpi4py":
-            from mpi4py import MPI
-            raw = numpy.zeros(sum(b for _, b in grad_entries(model)) // 4, dtype="float32")
+        if mode in ("mpi4py", "none"):
+            # The stand-ins: the model's own passes, then mpi4py's Allreduce of a buffer as large
+            # as the gradients (no packing, nothing averaged) or no reduction at all.
+            dp = None
+            begin_update = model.begin_update
+            if mode == "mpi4py":
+                from mpi4py import MPI
+                raw = numpy.zeros(sum(b for _, b in grad_entries(model)) // 4, dtype="float32")
 
-            def reduce(m, _raw=raw, _world=MPI.COMM_WORLD, _MPI=MPI):
-                _world.Allreduce(_MPI.IN_PLACE, _raw, op=_MPI.SUM)
-        elif mode == "none":
-            def reduce(m):
-                return None
-        else:  # plait, plait-off
-            reduce = real_allreduce
+                def reduce(_raw=raw, _world=MPI.COMM_WORLD, _MPI=MPI):
+                    _world.Allreduce(_MPI.IN_PLACE, _raw, op=_MPI.SUM)
+            else:
+                def reduce():
+                    return None
 
-        def timed_allreduce(m, _reduce=reduce):
-            t = time.perf_counter()
-            _reduce(m)
-            reduce_time[0] += time.perf_counter() - t
+            def finish_update(optimizer, _reduce=reduce):
+                t = time.perf_counter()
+                _reduce()
+                reduce_time[0] += time.perf_counter() - t
+                model.finish_update(optimizer)
+        else:  # plait's DataParallel (overlap as built, or off)
+            dp = data_parallel(model, comm, mode, p.get("overlap", "auto"))
+            begin_update = dp.begin_update
 
-        # An instance attribute: DataParallel.finish_update still goes through it (unless it
-        # overlaps the reduction with backprop, which has its own path), and the other jobs swap
-        # the reduction without touching plait.
-        comm.allreduce_grads = timed_allreduce
+            def finish_update(optimizer, _dp=dp):
+                # DataParallel.finish_update, in its two halves: the reduction (what is left of
+                # it after backprop, when it overlaps), then the optimizer.
+                t = time.perf_counter()
+                if hasattr(_dp, "allreduce_grads"):
+                    _dp.allreduce_grads()
+                    reduce_time[0] += time.perf_counter() - t
+                    model.finish_update(optimizer)
+                else:
+                    _dp.finish_update(optimizer)
         steps = p[f"{kind}_steps"]
         for i in range(p["warmup"]):
             X, Y = batches[i % len(batches)]
-            Yh, backprop = dp.begin_update(X)
+            Yh, backprop = begin_update(X)
             backprop(loss_fn.get_grad(Yh, Y))
-            dp.finish_update(opt)
+            finish_update(opt)
         reduce_time[0] = 0.0
         fwd = bwd = upd = 0.0
         n_ex = 0
@@ -185,18 +196,17 @@ def child_train(p: Dict[str, Any]) -> None:
         for i in range(steps):
             X, Y = batches[i % len(batches)]
             t0 = time.perf_counter()
-            Yh, backprop = dp.begin_update(X)
+            Yh, backprop = begin_update(X)
             t1 = time.perf_counter()
             backprop(loss_fn.get_grad(Yh, Y))
             t2 = time.perf_counter()
-            dp.finish_update(opt)
+            finish_update(opt)
             t3 = time.perf_counter()
             fwd += t1 - t0
             bwd += t2 - t1
             upd += t3 - t2
             n_ex += len(X)
         wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-        comm.allreduce_grads = real_allreduce
         mine = {"wall": wall, "cpu": cpu, "n": n_ex, "fwd": fwd / steps, "bwd": bwd / steps,
                 "finish": upd / steps, "reduce": reduce_time[0] / steps}
         ready = backprop_readiness(model, batches, loss_fn) if size == 1 else None
@@ -795,9 +805,9 @@ def print_scaling(runs: Dict[str, List[Dict[str, Any]]], medians: Dict[str, Any]
     print(_render(headers, rows))
     print("\nex/s: all ranks' examples / the slowest rank's wall time; ex/CPU-s: / the ranks' summed CPU time "
           "(an MPI wait spins, so it counts). The ms columns are per step, mean over ranks: begin_update, "
-          "backprop, DataParallel.finish_update (the reduction, then the optimizer), and the part of it spent in "
-          "Communicator.allreduce_grads (0 where DataParallel overlaps the reduction with backprop; "
-          "'overlap, k early': k buckets of the last update were sent during backprop). "
+          "backprop, the update (the reduction, then the optimizer), and the part of it spent reducing "
+          "(DataParallel.allreduce_grads: what is left after backprop when it overlaps, 'overlap, k early': k "
+          "buckets of the last update were sent during backprop; the stand-ins' own Allreduce, or nothing). "
           "'best rounds': the fastest round of each job against each other (a busy spell only ever slows a "
           "job down).")
 
