@@ -1,6 +1,6 @@
 """`plait train --workers N`: data-parallel training from the command line, on this machine.
 
-Skipped, with the reason, where MPI cannot start two ranks (see test_mpi.py's `mpi` fixture).
+Skipped, with the reason, where MPI cannot start two ranks (tests/_mpi.py's `mpi` fixture).
 """
 import json
 import os
@@ -14,16 +14,16 @@ import numpy
 import pytest
 import srsly
 
-from .test_mpi import REPO, _env, mpi  # noqa: F401 (mpi is a fixture)
+from _mpi import REPO, env, mpi  # noqa: F401 (mpi is a fixture)
 
 CONFIG = str(REPO / "examples" / "mnist_mlp.cfg")
 # No dropout: then 2 workers compute what 1 does, up to float32 summation order.
 BASE = ["--no-progress", "--set", "training.dropout=0.0", "--set", "data.limit=2000"]
 
 
-def _plait(*args, timeout=120, **env):
+def _plait(*args, timeout=120, **extra):
     cmd = [sys.executable, "-m", "plait", "train", CONFIG, *BASE, *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env(**env), cwd=REPO)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env(**extra), cwd=REPO)
 
 
 def _weights(run):
@@ -68,7 +68,7 @@ def test_resume_with_another_number_of_workers(mpi, tmp_path):
     resumed = subprocess.run(
         [sys.executable, "-m", "plait", "train", "--resume", str(tmp_path / "run"), "--no-progress",
          "--set", "training.max_steps=40"],
-        capture_output=True, text=True, timeout=120, env=_env(), cwd=REPO,
+        capture_output=True, text=True, timeout=120, env=env(), cwd=REPO,
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     _same_weights(tmp_path / "straight", tmp_path / "run")
@@ -78,7 +78,7 @@ def test_a_killed_worker_is_named_and_the_run_resumes(mpi, tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "plait", "train", CONFIG, *BASE, "--output", str(out), "--workers", "2",
            "--set", "training.max_steps=100000", "--set", "training.max_epochs=0", "--set", "training.eval_frequency=10"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=REPO)
     try:
         deadline = time.monotonic() + 60
         while not (out / "model-last").exists():  # rank 0 saved at least once
@@ -102,7 +102,7 @@ def test_a_killed_worker_is_named_and_the_run_resumes(mpi, tmp_path):
     resumed = subprocess.run(
         [sys.executable, "-m", "plait", "train", "--resume", str(out), "--workers", "2", "--no-progress",
          "--set", f"training.max_steps={saved + 10}"],
-        capture_output=True, text=True, timeout=120, env=_env(), cwd=REPO,
+        capture_output=True, text=True, timeout=120, env=env(), cwd=REPO,
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"Resuming at step {saved}" in resumed.stderr + resumed.stdout
@@ -141,7 +141,7 @@ def _descends(pid, ancestor):
 
 def test_workers_is_checked(tmp_path):
     result = subprocess.run([sys.executable, "-m", "plait", "train", CONFIG, "--workers", "0"],
-                            capture_output=True, text=True, timeout=60, env=_env(), cwd=REPO)
+                            capture_output=True, text=True, timeout=60, env=env(), cwd=REPO)
     assert result.returncode != 0 and "--workers must be a number of processes from 1" in result.stderr
 
 
@@ -149,7 +149,7 @@ def test_ctrl_c_stops_every_worker_after_the_same_step_and_saves(mpi, tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "plait", "train", CONFIG, *BASE, "--output", str(out), "--workers", "2",
            "--set", "training.max_steps=100000", "--set", "training.max_epochs=0", "--set", "training.eval_frequency=10"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=REPO)
     try:
         deadline = time.monotonic() + 60
         while not (out / "model-last").exists():

@@ -10,15 +10,16 @@ import numpy
 import pytest
 
 from _env import HAS_GPU
+from _mpi import env, launch, mpi  # noqa: F401 (mpi is a fixture)
 
-from .test_mpi import WORKER, _env, _launch, _train, mpi  # noqa: F401 (mpi is a fixture)
+from .test_mpi import WORKER, _train
 
 GPU_WORKER = WORKER.with_name("_gpu_worker.py")
 needs_gpu = [pytest.mark.gpu, pytest.mark.skipif(not HAS_GPU, reason="needs cupy and a CUDA device")]
 
 
 def _run(n, mode):
-    result = subprocess.run(_launch(n, [str(GPU_WORKER), mode]), capture_output=True, text=True, timeout=120, env=_env())
+    result = subprocess.run(launch(n, [str(GPU_WORKER), mode]), capture_output=True, text=True, timeout=120, env=env())
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     return result.stdout
 
@@ -52,6 +53,6 @@ def test_two_ranks_on_the_gpu_match_one_rank_with_twice_the_batch(mpi, tmp_path)
 @pytest.mark.skipif(HAS_GPU, reason="checks the error of a machine without a GPU")
 def test_nccl_communicator_without_a_gpu_says_what_to_use(mpi):
     code = "from plait.distributed import NcclCommunicator\nNcclCommunicator()\n"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_env())
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env())
     assert result.returncode != 0
     assert "NcclCommunicator" in result.stderr and "plait.distributed.Communicator" in result.stderr, result.stderr[-2000:]

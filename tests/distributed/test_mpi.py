@@ -1,16 +1,11 @@
 """plait.distributed across real processes: `mpiexec -n 2` runs of tests/distributed/_mlp_worker.py.
 
-Skipped, with the reason, where mpi4py or mpiexec is missing or MPI cannot start two ranks
-(`make test` installs mpi4py and the mpich wheel, whose mpiexec lies next to the venv's python).
-Launcher: MPICH's hydra starts local ranks by fork (no ssh needed in a container) and runs as
-root without extra flags (Open MPI's mpiexec would need --allow-run-as-root; not used here).
-In the fault tests `-disable-auto-cleanup` and a `sh` around each rank keep hydra from killing
-the surviving rank itself when one dies, so that plait's own detection and message are tested.
+Skipped, with the reason, where mpi4py or mpiexec is missing or MPI cannot start two ranks (the
+`mpi` fixture). How the ranks are launched, and why the fault tests wrap them: tests/_mpi.py.
 """
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,54 +15,14 @@ from pathlib import Path
 import numpy
 import pytest
 
+from _mpi import env, launch, mpi, signal_rank_1, state  # noqa: F401 (mpi is a fixture)
+
 WORKER = Path(__file__).with_name("_mlp_worker.py")
-REPO = Path(__file__).resolve().parents[2]
 
 
-def _mpiexec():
-    here = Path(sys.executable).parent / "mpiexec"
-    return str(here) if here.exists() else shutil.which("mpiexec")
-
-
-def _env(**extra):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    # One BLAS/OpenMP thread per rank: two ranks on a shared machine must not oversubscribe it.
-    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[name] = "1"
-    env.update(extra)
-    return env
-
-
-def _launch(n, args, wrapped=False):
-    # wrapped: each rank runs under `sh`, so a rank killed by a signal is, to hydra, a shell that
-    # exited 137; hydra then leaves the other ranks running (-disable-auto-cleanup) and what is
-    # tested is plait's own detection. Without it hydra kills the whole job itself the moment a
-    # rank dies of a signal, naming its pid but not its rank.
-    wrapper = ["sh", "-c", '"$@"; status=$?; exit $status', "plait-rank"] if wrapped else []
-    return [_mpiexec(), "-disable-auto-cleanup", "-n", str(n), *wrapper, sys.executable, *args]
-
-
-@pytest.fixture(scope="module")
-def mpi():
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError as error:
-        pytest.skip(f"mpi4py is not installed ({error}); pip install 'plait[distributed]'")
-    if _mpiexec() is None:
-        pytest.skip("no mpiexec next to this python or on PATH; pip install mpich")
-    code = "from mpi4py import MPI; c = MPI.COMM_WORLD; n = c.allreduce(1); c.rank or print(n)"
-    try:
-        result = subprocess.run(_launch(2, ["-c", code]), capture_output=True, text=True, timeout=30, env=_env())
-    except subprocess.TimeoutExpired:
-        pytest.skip("MPI cannot start here: `mpiexec -n 2` did not finish a one-number allreduce in 30 s")
-    if result.returncode != 0 or result.stdout.split() != ["2"]:
-        pytest.skip(f"MPI cannot start two ranks here (rc {result.returncode}): {(result.stderr or result.stdout)[-500:]}")
-
-
-def _train(n, batch, steps, out, model="mlp", **env):
-    cmd = _launch(n, [str(WORKER), "train", str(out), str(batch), str(steps), model])
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=_env(**env))
+def _train(n, batch, steps, out, model="mlp", **extra):
+    cmd = launch(n, [str(WORKER), "train", str(out), str(batch), str(steps), model])
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env(**extra))
     assert result.returncode == 0, result.stderr[-3000:]
     return numpy.load(out)
 
@@ -103,8 +58,8 @@ def test_two_ranks_differ_from_one_rank_with_the_same_per_rank_batch(mpi, tmp_pa
 def test_collectives_give_the_means_sums_and_objects_they_must(mpi):
     # Tiny buckets: several per dtype; float32 and float64 params; a gradient on one rank only;
     # a parameter with no gradient anywhere; bcast_params of different models refused.
-    cmd = _launch(2, [str(WORKER.with_name("_unit_worker.py"))])
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=_env(PLAIT_DIST_BUCKET_MB="0.001"))
+    cmd = launch(2, [str(WORKER.with_name("_unit_worker.py"))])
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env(PLAIT_DIST_BUCKET_MB="0.001"))
     assert result.returncode == 0, result.stderr[-3000:]
     # The two ranks' lines can interleave in the launcher's output (no newline between them).
     assert sorted(re.findall(r"ok \d", result.stdout)) == ["ok 0", "ok 1"], result.stdout
@@ -112,40 +67,15 @@ def test_collectives_give_the_means_sums_and_objects_they_must(mpi):
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "hung"])
 def test_a_dead_or_hung_rank_makes_the_other_exit_naming_it(mpi, tmp_path, sig):
-    pidfile = tmp_path / "pid"
-    cmd = _launch(2, [str(WORKER), "hang", str(pidfile)], wrapped=True)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(PLAIT_DIST_TIMEOUT="3"))
-    victim = None
-    try:
-        deadline = time.monotonic() + 30
-        files = [Path(f"{pidfile}.rank{r}") for r in (0, 1)]
-        while not all(f.exists() and f.read_text() for f in files):
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "the ranks did not start training within 30 s"
-            time.sleep(0.05)
-        time.sleep(0.3)  # a few steps into training
-        survivor, victim = int(files[0].read_text()), int(files[1].read_text())
-        os.kill(victim, sig)
-        start = time.monotonic()
-        _, stderr = proc.communicate(timeout=60)
-        elapsed = time.monotonic() - start
-    finally:
-        if victim is not None and sig == signal.SIGSTOP:
-            try:
-                os.kill(victim, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode != 0
+    returncode, elapsed, stderr, survivor = signal_rank_1(WORKER, tmp_path / "pid", sig, env(PLAIT_DIST_TIMEOUT="3"))
+    assert returncode != 0
     assert elapsed < 60
-    assert "plait.distributed: rank 0 of 2:" in stderr, (proc.returncode, elapsed, stderr[-3000:], _state(survivor))
+    assert "plait.distributed: rank 0 of 2:" in stderr, (returncode, elapsed, stderr[-3000:], state(survivor))
     assert "rank 1 did not answer" in stderr, stderr[-3000:]
     assert "PLAIT_DIST_TIMEOUT" in stderr
     # The survivor is gone too, not left running (a zombie awaiting a reaper counts as gone).
     time.sleep(0.2)
-    assert _state(survivor) in (None, "Z", "X"), f"rank 0 (pid {survivor}) still runs"
+    assert state(survivor) in (None, "Z", "X"), f"rank 0 (pid {survivor}) still runs"
 
 
 _RECV_FROM_RANK_0 = """
@@ -167,9 +97,9 @@ else:
 @pytest.mark.parametrize("how", ["killed", "hung", "elsewhere"])
 def test_a_recv_from_a_dead_hung_or_elsewhere_rank_names_it(mpi, how):
     # Rank 1 waits in recv(0, tag=7); rank 0 dies, sleeps outside plait, or waits in a barrier.
-    cmd = _launch(2, ["-c", _RECV_FROM_RANK_0, how], wrapped=True)
+    cmd = launch(2, ["-c", _RECV_FROM_RANK_0, how], wrapped=True)
     start = time.monotonic()
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=_env(PLAIT_DIST_TIMEOUT="2"))
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env(PLAIT_DIST_TIMEOUT="2"))
     elapsed = time.monotonic() - start
     stderr = result.stderr
     assert result.returncode != 0 and elapsed < 30, (result.returncode, elapsed, stderr[-3000:])
@@ -181,14 +111,6 @@ def test_a_recv_from_a_dead_hung_or_elsewhere_rank_names_it(mpi, how):
                 or "rank 1 is waiting in recv from rank 0 (tag 7) (after collective #1) instead" in stderr), stderr[-3000:]
     else:
         assert mine in stderr and "rank 0 did not answer" in stderr, stderr[-3000:]
-
-
-def _state(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return None
 
 
 def test_one_process_world_needs_no_mpi(tmp_path):
@@ -206,8 +128,8 @@ def test_one_process_world_needs_no_mpi(tmp_path):
         "assert comm.gather({'a': 1}) == [{'a': 1}] and comm.allreduce_scalar(2.5, op='mean') == 2.5\n"
         "print(json.dumps('mpi4py' in sys.modules))\n"
     )
-    env = {k: v for k, v in _env().items() if k not in ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS", "PLAIT_DIST_MPI")}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    # env() leaves out the launcher's variables, should this test itself run under one.
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env())
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout.strip().splitlines()[-1]) is False
 
@@ -217,8 +139,8 @@ def test_launched_without_mpi4py_says_how_to_install(tmp_path):
     (tmp_path / "mpi4py").mkdir()
     (tmp_path / "mpi4py" / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
     code = "from plait.distributed import get_communicator\nget_communicator()\n"
-    env = _env(PLAIT_DIST_MPI="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    environ = env(PLAIT_DIST_MPI="1")
+    environ["PYTHONPATH"] = os.pathsep.join([str(tmp_path), environ["PYTHONPATH"]])
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=environ)
     assert result.returncode != 0
     assert "pip install 'plait[distributed]'" in result.stderr
