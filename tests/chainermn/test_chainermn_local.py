@@ -10,8 +10,9 @@ import plait.chainer as chainer
 import plait.chainer.functions as F
 import plait.chainer.links as L
 import plait.chainermn as chainermn
-from _cmn_launch import HERE, LAUNCHER_VARS, env
+from _cmn_launch import HERE, env
 from _env import HAS_GPU
+from _mpi import LAUNCHER_VARS
 
 
 @pytest.fixture(autouse=True)

@@ -3,27 +3,21 @@
 Skipped, with the reason, where mpi4py or mpiexec is missing or MPI cannot start two ranks.
 """
 import json
-import os
 import re
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import numpy
 import pytest
 
-from _cmn_launch import HERE, env, launch, require_two_ranks
+from _cmn_launch import HERE, env
 from _env import HAS_GPU
+from _mpi import launch, mpi, signal_rank_1, state  # noqa: F401 (mpi is a fixture)
 
 MLP_WORKER = HERE / "_mlp_worker.py"
 UNIT_WORKER = HERE / "_unit_worker.py"
 MNIST_SCRIPT = HERE / "_chainermn_mnist.py"
-
-
-@pytest.fixture(scope="module")
-def mpi():
-    require_two_ranks()
 
 
 def _train(n, batch, steps, out, communicator="flat", optimizer="adam", device="cpu"):
@@ -105,49 +99,16 @@ def test_communicator_dataset_optimizer_and_evaluator_on_two_ranks(mpi):
     assert sorted(re.findall(r"ok \d", result.stdout)) == ["ok 0", "ok 1"], result.stdout
 
 
-def _state(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return None
-
-
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "hung"])
 def test_a_dead_or_hung_rank_makes_the_other_exit_naming_it(mpi, tmp_path, sig):
-    pidfile = tmp_path / "pid"
-    cmd = launch(2, [str(MLP_WORKER), "hang", str(pidfile)], wrapped=True)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(PLAIT_DIST_TIMEOUT="3"))
-    victim = survivor = None
-    try:
-        deadline = time.monotonic() + 30
-        files = [Path(f"{pidfile}.rank{r}") for r in (0, 1)]
-        while not all(f.exists() and f.read_text() for f in files):
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "the ranks did not start training within 30 s"
-            time.sleep(0.05)
-        time.sleep(0.3)  # a few steps into training
-        survivor, victim = int(files[0].read_text()), int(files[1].read_text())
-        os.kill(victim, sig)
-        start = time.monotonic()
-        _, stderr = proc.communicate(timeout=60)
-        elapsed = time.monotonic() - start
-    finally:
-        if victim is not None and sig == signal.SIGSTOP:
-            try:
-                os.kill(victim, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode != 0
+    returncode, elapsed, stderr, survivor = signal_rank_1(MLP_WORKER, tmp_path / "pid", sig, env(PLAIT_DIST_TIMEOUT="3"))
+    assert returncode != 0
     assert elapsed < 60
-    assert "plait.distributed: rank 0 of 2:" in stderr, (proc.returncode, elapsed, stderr[-3000:])
+    assert "plait.distributed: rank 0 of 2:" in stderr, (returncode, elapsed, stderr[-3000:])
     assert "rank 1 did not answer" in stderr, stderr[-3000:]
     assert "PLAIT_DIST_TIMEOUT" in stderr
     time.sleep(0.2)
-    assert _state(survivor) in (None, "Z", "X"), f"rank 0 (pid {survivor}) still runs"
+    assert state(survivor) in (None, "Z", "X"), f"rank 0 (pid {survivor}) still runs"
 
 
 @pytest.mark.parametrize("how", ["env", "module"])
