@@ -3,54 +3,20 @@
 Checks the shape of the output (both models on 1 and 2 ranks, the allreduce rows, the cost
 model's 8/64/512-worker rows, numbers where numbers belong), never the speed: this machine is
 shared, and the figures belong in bench/README.md, not in assertions. Skipped, with the reason,
-where mpi4py or mpiexec is missing or MPI cannot start two ranks (as tests/distributed/test_mpi.py).
+where mpi4py or mpiexec is missing or MPI cannot start two ranks (tests/_mpi.py's `mpi` fixture).
 """
 import importlib.util
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from _mpi import REPO, env, mpi  # noqa: F401 (mpi is a fixture)
+
 SCRIPT = REPO / "bench" / "distributed.py"
 NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
-
-
-def _mpiexec():
-    here = Path(sys.executable).parent / "mpiexec"
-    return str(here) if here.exists() else shutil.which("mpiexec")
-
-
-def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[name] = "1"
-    return env
-
-
-@pytest.fixture(scope="module")
-def mpi():
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError as error:
-        pytest.skip(f"mpi4py is not installed ({error}); pip install 'plait[distributed]'")
-    if _mpiexec() is None:
-        pytest.skip("no mpiexec next to this python or on PATH; pip install mpich")
-    code = "from mpi4py import MPI; c = MPI.COMM_WORLD; n = c.allreduce(1); c.rank or print(n)"
-    try:
-        result = subprocess.run([_mpiexec(), "-n", "2", sys.executable, "-c", code], capture_output=True,
-                                text=True, timeout=30, env=_env())
-    except subprocess.TimeoutExpired:
-        pytest.skip("MPI cannot start here: `mpiexec -n 2` did not finish a one-number allreduce in 30 s")
-    if result.returncode != 0 or result.stdout.split() != ["2"]:
-        tail = (result.stderr or result.stdout)[-500:]
-        pytest.skip(f"MPI cannot start two ranks here (rc {result.returncode}): {tail}")
 
 
 def _table_after(out, marker):
@@ -77,7 +43,7 @@ def _col(header, rows, name):
 def test_quick_run_prints_scaling_allreduce_and_cost_model(mpi, tmp_path):
     out_json = tmp_path / "dist.json"
     proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--json", str(out_json)], capture_output=True,
-                          text=True, cwd=str(REPO), timeout=300, env=_env(), encoding="utf8")
+                          text=True, cwd=str(REPO), timeout=300, env=env(), encoding="utf8")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
     assert "FAILED" not in out, out[-3000:]
