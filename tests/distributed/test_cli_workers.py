@@ -2,6 +2,7 @@
 
 Skipped, with the reason, where MPI cannot start two ranks (tests/_mpi.py's `mpi` fixture).
 """
+import contextlib
 import json
 import os
 import signal
@@ -24,6 +25,28 @@ BASE = ["--no-progress", "--set", "training.dropout=0.0", "--set", "data.limit=2
 def _plait(*args, timeout=120, **extra):
     cmd = [sys.executable, "-m", "plait", "train", CONFIG, *BASE, *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env(**extra), cwd=REPO)
+
+
+@contextlib.contextmanager
+def _training_until_saved(out):
+    """`plait train --workers 2` into `out` with no end in sight, yielded once rank 0 has saved.
+
+    Killed on leaving the block if it still runs.
+    """
+    cmd = [sys.executable, "-m", "plait", "train", CONFIG, *BASE, "--output", str(out), "--workers", "2",
+           "--set", "training.max_steps=100000", "--set", "training.max_epochs=0", "--set", "training.eval_frequency=10"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=REPO)
+    try:
+        deadline = time.monotonic() + 60
+        while not (out / "model-last").exists():  # rank 0 saved at least once
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "no save within 60 s"
+            time.sleep(0.1)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def _weights(run):
@@ -76,24 +99,12 @@ def test_resume_with_another_number_of_workers(mpi, tmp_path):
 
 def test_a_killed_worker_is_named_and_the_run_resumes(mpi, tmp_path):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "plait", "train", CONFIG, *BASE, "--output", str(out), "--workers", "2",
-           "--set", "training.max_steps=100000", "--set", "training.max_epochs=0", "--set", "training.eval_frequency=10"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=REPO)
-    try:
-        deadline = time.monotonic() + 60
-        while not (out / "model-last").exists():  # rank 0 saved at least once
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "no save within 60 s"
-            time.sleep(0.1)
+    with _training_until_saved(out) as proc:
         victim = _rank_pid(proc.pid, rank=1)
         os.kill(victim, signal.SIGKILL)
         start = time.monotonic()
         _, stderr = proc.communicate(timeout=60)
         elapsed = time.monotonic() - start
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode != 0 and elapsed < 60
     assert f"rank 1 (pid {victim}) was killed by SIGKILL" in stderr, stderr[-3000:]
     assert "--resume" in stderr
@@ -147,21 +158,9 @@ def test_workers_is_checked(tmp_path):
 
 def test_ctrl_c_stops_every_worker_after_the_same_step_and_saves(mpi, tmp_path):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "plait", "train", CONFIG, *BASE, "--output", str(out), "--workers", "2",
-           "--set", "training.max_steps=100000", "--set", "training.max_epochs=0", "--set", "training.eval_frequency=10"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=REPO)
-    try:
-        deadline = time.monotonic() + 60
-        while not (out / "model-last").exists():
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "no save within 60 s"
-            time.sleep(0.1)
+    with _training_until_saved(out) as proc:
         proc.send_signal(signal.SIGINT)  # what Ctrl-C sends to the launcher
         _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 130, stderr[-3000:]
     assert stderr.count("Stopped by Ctrl-C at step") == 1, stderr[-3000:]  # rank 0 only
     step = int(stderr.split("Stopped by Ctrl-C at step ")[1].split(":")[0])
