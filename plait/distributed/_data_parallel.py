@@ -196,6 +196,8 @@ class _Layout:
         self.signature = self._signature(entries)
         # Flags, then two counters: ranks whose gradients were divided by size, and raw ones.
         self.plan = _make_plan(self.like, comm.bucket_bytes, with_flags=True, extra=2)
+        for bucket in self.plan:
+            bucket.buffer[...] = 0  # zero gradients until the first ones arrive (see _has_raw_gradients)
         last = self.plan[-1]
         n = len(self.entries)
         self.flags = last.buffer[last.flags_at:last.flags_at + n]
@@ -346,12 +348,12 @@ class _OverlapSession:
         """
         early = self.posted
         layout = self.layout
-        layout.counts[0] = 1 if scaled is True else 0
-        layout.counts[1] = 1 if scaled is False else 0
-        if scaled is None and any(node.has_grad(name) for node, name, _p in layout.entries):
+        if scaled is None and self._has_raw_gradients():
             # Gradients that did not come through the wrapper's backprop (model.begin_update
             # called directly, or set by hand): raw, to be divided after the sum.
-            layout.counts[0], layout.counts[1] = 0, 1
+            scaled = False
+        layout.counts[0] = 1 if scaled is True else 0
+        layout.counts[1] = 1 if scaled is False else 0
         while self.posted < len(self.plan):
             self._post(self.posted)
         self.comm._complete(self.plan, self.requests)
@@ -382,6 +384,19 @@ class _OverlapSession:
             if not node.has_grad(name) or node._params.get_grad(node.id, name) is not view:
                 node.set_grad(name, view)  # from now on, backprop accumulates into the bucket
         return early
+
+    def _has_raw_gradients(self) -> bool:
+        """Whether this rank holds gradients that its wrapper's backprop did not divide.
+
+        A gradient that is not (yet) a view of its bucket came from elsewhere; the views are
+        zero after the optimizer's step, so a non-zero one was accumulated since, without the
+        wrapper. A rank that ran no backprop (an empty share of the batch) has neither.
+        """
+        layout = self.layout
+        for index, (node, name, _param) in enumerate(layout.entries):
+            if node.has_grad(name) and node._params.get_grad(node.id, name) is not layout.views[index]:
+                return True
+        return any(bool(bucket.buffer[:bucket.n_values].any()) for bucket in self.plan)
 
     def abandon(self) -> None:
         """Give up this update: wait for what was sent (every rank sent it too), restore hooks."""
