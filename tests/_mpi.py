@@ -11,9 +11,14 @@ root without extra flags (Open MPI's mpiexec would need --allow-run-as-root; not
 In the fault tests `-disable-auto-cleanup` and a `sh` around each rank (wrapped=True) keep hydra
 from killing the surviving rank itself when one dies, so that plait's own detection and message
 are what is tested.
+
+MPICH keeps each job's shared memory in a /dev/shm/mpich_shm_<hex>_<n> file that only a clean
+finalize removes, so a job whose ranks are killed leaves about 2 MB behind; `mpich_shm_swept()`
+removes what the jobs inside it left (see there).
 """
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -94,6 +99,63 @@ def state(pid):
         return None
 
 
+SHM = Path("/dev/shm")
+_MPICH_SEGMENT = re.compile(r"mpich_shm_[0-9a-f]+_[0-9]+")
+
+
+def _mpich_segments():
+    try:
+        return {name for name in os.listdir(SHM) if _MPICH_SEGMENT.fullmatch(name)}
+    except OSError:  # no /dev/shm here
+        return set()
+
+
+def _mapped(names):
+    """Those of `names` (files in /dev/shm) that a live process has mapped; None without /proc."""
+    try:
+        pids = [entry for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        return None
+    paths = {f"{SHM}/{name}": name for name in names}
+    mapped = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                maps = f.read()
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        mapped.update(name for path, name in paths.items() if path in maps)
+    return mapped
+
+
+@contextlib.contextmanager
+def mpich_shm_swept(wait=3.0):
+    """Removes the MPICH segments that the jobs run inside this block left in /dev/shm.
+
+    A segment counts as left if it was not there before the block and no live process has it
+    mapped after it: then no job uses it, so jobs that others run meanwhile keep theirs, and
+    segments that were there before are never touched. A rank that is still exiting may map its
+    segment a moment longer, so mapped new ones are looked at again for up to `wait` seconds.
+    Without /dev/shm or /proc, or where a file cannot be removed, nothing is done or said.
+    """
+    before = _mpich_segments()
+    try:
+        yield
+    finally:
+        deadline = time.monotonic() + wait
+        while True:
+            new = _mpich_segments() - before
+            mapped = _mapped(new) if new else set()
+            if mapped is None:
+                break
+            for name in new - mapped:
+                with contextlib.suppress(OSError):
+                    os.unlink(SHM / name)
+            if not mapped or time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
+
+
 Fault = namedtuple("Fault", "returncode elapsed stderr survivor")
 
 
@@ -103,29 +165,31 @@ def signal_rank_1(worker, pidfile, sig, environ):
     The worker writes each rank's pid to PIDFILE.rank<r>, then trains for ever; the job is
     wrapped (see launch) so that only plait can end rank 0. Returns the job's returncode, the
     seconds from the signal until the job ended (at most 60: then it is killed), its stderr and
-    rank 0's pid. A SIGSTOPped rank 1 is killed afterwards.
+    rank 0's pid. A SIGSTOPped rank 1 is killed afterwards, and the job's /dev/shm leftovers
+    are removed.
     """
     cmd = launch(2, [str(worker), "hang", str(pidfile)], wrapped=True)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ)
-    victim = None
-    try:
-        deadline = time.monotonic() + 30
-        files = [Path(f"{pidfile}.rank{r}") for r in (0, 1)]
-        while not all(f.exists() and f.read_text() for f in files):
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "the ranks did not start training within 30 s"
-            time.sleep(0.05)
-        time.sleep(0.3)  # a few steps into training
-        survivor, victim = int(files[0].read_text()), int(files[1].read_text())
-        os.kill(victim, sig)
-        start = time.monotonic()
-        _, stderr = proc.communicate(timeout=60)
-        elapsed = time.monotonic() - start
-    finally:
-        if victim is not None and sig == signal.SIGSTOP:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(victim, signal.SIGKILL)
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    with mpich_shm_swept():
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ)
+        victim = None
+        try:
+            deadline = time.monotonic() + 30
+            files = [Path(f"{pidfile}.rank{r}") for r in (0, 1)]
+            while not all(f.exists() and f.read_text() for f in files):
+                assert proc.poll() is None, proc.communicate()[1][-3000:]
+                assert time.monotonic() < deadline, "the ranks did not start training within 30 s"
+                time.sleep(0.05)
+            time.sleep(0.3)  # a few steps into training
+            survivor, victim = int(files[0].read_text()), int(files[1].read_text())
+            os.kill(victim, sig)
+            start = time.monotonic()
+            _, stderr = proc.communicate(timeout=60)
+            elapsed = time.monotonic() - start
+        finally:
+            if victim is not None and sig == signal.SIGSTOP:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(victim, signal.SIGKILL)
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
     return Fault(proc.returncode, elapsed, stderr, survivor)

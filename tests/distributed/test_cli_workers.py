@@ -15,7 +15,7 @@ import numpy
 import pytest
 import srsly
 
-from _mpi import REPO, env, mpi  # noqa: F401 (mpi is a fixture)
+from _mpi import REPO, env, mpi, mpich_shm_swept  # noqa: F401 (mpi is a fixture)
 
 CONFIG = str(REPO / "examples" / "mnist_mlp.cfg")
 # No dropout: then 2 workers compute what 1 does, up to float32 summation order.
@@ -31,22 +31,24 @@ def _plait(*args, timeout=120, **extra):
 def _training_until_saved(out):
     """`plait train --workers 2` into `out` with no end in sight, yielded once rank 0 has saved.
 
-    Killed on leaving the block if it still runs.
+    Killed on leaving the block if it still runs; the /dev/shm segments of a job whose ranks
+    were killed are removed (see _mpi.mpich_shm_swept).
     """
     cmd = [sys.executable, "-m", "plait", "train", CONFIG, *BASE, "--output", str(out), "--workers", "2",
            "--set", "training.max_steps=100000", "--set", "training.max_epochs=0", "--set", "training.eval_frequency=10"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=REPO)
-    try:
-        deadline = time.monotonic() + 60
-        while not (out / "model-last").exists():  # rank 0 saved at least once
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "no save within 60 s"
-            time.sleep(0.1)
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    with mpich_shm_swept():
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=REPO)
+        try:
+            deadline = time.monotonic() + 60
+            while not (out / "model-last").exists():  # rank 0 saved at least once
+                assert proc.poll() is None, proc.communicate()[1][-3000:]
+                assert time.monotonic() < deadline, "no save within 60 s"
+                time.sleep(0.1)
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
 
 
 def _weights(run):

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy
 import pytest
 
-from _mpi import env, launch, mpi, signal_rank_1, state  # noqa: F401 (mpi is a fixture)
+from _mpi import env, launch, mpi, mpich_shm_swept, signal_rank_1, state  # noqa: F401 (mpi is a fixture)
 
 WORKER = Path(__file__).with_name("_mlp_worker.py")
 
@@ -98,9 +98,10 @@ else:
 def test_a_recv_from_a_dead_hung_or_elsewhere_rank_names_it(mpi, how):
     # Rank 1 waits in recv(0, tag=7); rank 0 dies, sleeps outside plait, or waits in a barrier.
     cmd = launch(2, ["-c", _RECV_FROM_RANK_0, how], wrapped=True)
-    start = time.monotonic()
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env(PLAIT_DIST_TIMEOUT="2"))
-    elapsed = time.monotonic() - start
+    with mpich_shm_swept():  # a killed or aborted rank leaves its job's shared memory behind
+        start = time.monotonic()
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env(PLAIT_DIST_TIMEOUT="2"))
+        elapsed = time.monotonic() - start
     stderr = result.stderr
     assert result.returncode != 0 and elapsed < 30, (result.returncode, elapsed, stderr[-3000:])
     # A point-to-point message is not numbered as a collective (only some ranks take part).
