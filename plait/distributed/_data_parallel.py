@@ -87,16 +87,18 @@ class DataParallel:
 
         layout = self._layout
         if layout is not None:
-            # The same parameter arrays as last time (the usual case): no checks to redo.
-            arrays = [node.get_param(name) for node in self.model.walk() for name in node.param_names
-                      if node.has_param(name)]
-            if len(arrays) == len(layout.like) and all(a is b for a, b in zip(reversed(arrays), layout.like)):
+            # The same nodes holding the same parameter arrays as last time (the usual case):
+            # no checks to redo. (Read from the stores directly: this runs at every step.)
+            if tuple(self.model.walk()) == layout.nodes and all(
+                store.get(key) is param for store, key, param in zip(layout.stores, layout.keys, layout.like)
+            ):
                 return layout
         entries = _param_entries(self.model)
         if layout is None or not layout.fits(entries):
             layout = self._layout = _Layout(self.comm, entries)
         else:
             layout.like = [param for _node, _name, param in reversed(entries)]
+        layout.nodes = tuple(self.model.walk())
         return layout
 
     def begin_update(self, X: Any) -> Tuple[Any, Callable]:
@@ -209,6 +211,10 @@ class _Layout:
                 self.views[index] = bucket.buffer[offset:offset + size].reshape(self.like[index].shape)
                 self.bucket_of[index] = b
         self.index_of: Dict[Tuple[int, str], int] = {(node.id, name): i for i, (node, name, _p) in enumerate(self.entries)}
+        # For the per-step check that nothing changed (DataParallel._layout_now).
+        self.nodes: Tuple[Any, ...] = ()
+        self.stores = [getattr(node._params, "_params", {}) for node, _name, _p in self.entries]
+        self.keys = [(node.id, name) for node, name, _p in self.entries]
 
     @staticmethod
     def _signature(entries: List[Tuple[Any, str, Any]]) -> Tuple:
