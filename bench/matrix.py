@@ -1,0 +1,400 @@
+"""The benchmark matrix (issue 19): MLP, text CNN and tagger over widths, batch sizes and features.
+
+    .venv/bin/python bench/matrix.py [--models mlp,textcat,tagger] [--widths 64,128,256,512]
+        [--batches 16,64,256] [--rounds 3] [--peers thinc91,torch] [--threads 1]
+        [--json PATH] [--resume-json PATH] [--quick]
+
+Each cell (model x width x batch, and for the text models x a feature setting) is one run of
+the model's own script (mlp.py, textcat_cnn.py, lstm_tagger.py) in a child process with
+--width/--batch (and --n-rows or --hidden), --rounds, --threads, --peers and --json: the
+scripts' alternating rounds and medians are used as they are. This script only collects
+their JSON and prints, per model, plait/peer ratios per CPU-second and per wall second, each
+framework's accuracy, then the minimum and median ratio over the cells and the cells below
+the 1.5x target.
+
+Feature settings: the text CNN's HashEmbed rows (--cnn-rows, default 2000,5000); the
+tagger's BiLSTM output width as a multiple of the embedding width (--tagger-hidden, default
+1,2: hidden = 1x or 2x width; the default tagger is width 64, hidden 128). The tagger's Embed
+has one row per training-set word, which the data fixes.
+
+A long matrix can run in pieces: --resume-json PATH reads the cells measured before (same
+model, width, batch, setting, rounds, threads and --quick, with every requested peer present),
+skips them, and writes the file again after every new cell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import _harness as H
+
+TARGET_MIN = 1.5  # issue 19: every cell >= 1.5x thinc 9.1.1 per CPU-second
+TARGET_MEDIAN = 2.0  # ... and the median >= 2x
+ACCURACY_SLACK = 0.005  # accuracy within 0.5 points of thinc
+
+# model -> (script, unit, feature setting: (param, flag, header) or None)
+MODELS: Dict[str, Tuple[str, str, Optional[Tuple[str, str, str]]]] = {
+    "mlp": ("mlp.py", "ex", None),
+    "textcat": ("textcat_cnn.py", "docs", ("n_rows", "--n-rows", "rows")),
+    "tagger": ("lstm_tagger.py", "words", ("hidden", "--hidden", "hidden")),
+}
+TITLES = {
+    "mlp": "MNIST MLP (mlp.py)",
+    "textcat": "Rotten Tomatoes text CNN (textcat_cnn.py)",
+    "tagger": "Turkish UPOS BiLSTM tagger (lstm_tagger.py)",
+}
+FULL = dict(widths="64,128,256,512", batches="16,64,256", cnn_rows="2000,5000",
+            tagger_hidden="1,2")
+QUICK = dict(widths="32", batches="16,64", cnn_rows="1000", tagger_hidden="2")
+
+
+def _ints(text: str) -> List[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def make_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", default="mlp,textcat,tagger",
+                   help="comma list of mlp,textcat,tagger (default all three)")
+    p.add_argument("--widths", default=None,
+                   help=f"comma list (default {FULL['widths']}; --quick {QUICK['widths']})")
+    p.add_argument("--batches", default=None,
+                   help=f"comma list (default {FULL['batches']}; --quick {QUICK['batches']})")
+    p.add_argument("--cnn-rows", default=None,
+                   help=f"text CNN HashEmbed rows (default {FULL['cnn_rows']}; "
+                        f"--quick {QUICK['cnn_rows']})")
+    p.add_argument("--tagger-hidden", default=None,
+                   help=f"tagger BiLSTM width as multiples of --width (default "
+                        f"{FULL['tagger_hidden']}; --quick {QUICK['tagger_hidden']})")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="alternating rounds per cell; medians (default 3; --quick: 1)")
+    p.add_argument("--peers", default="thinc91,torch",
+                   help="comma list of thinc91,thinc83,torch, or 'none' (default thinc91,torch)")
+    p.add_argument("--threads", type=int, default=1, help="threads per child (default 1)")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke run: a tiny matrix of the scripts' --quick runs, one round")
+    p.add_argument("--json", default=None, metavar="PATH",
+                   help="write every cell (the scripts' whole JSON) and the summary to PATH")
+    p.add_argument("--resume-json", default=None, metavar="PATH",
+                   help="skip the cells already in PATH (from an earlier --json); the "
+                        "results are written back to PATH unless --json names another file")
+    p.add_argument("--timeout", type=float, default=1800.0,
+                   help="seconds one framework's child may run (passed to the scripts)")
+    return p
+
+
+# ---------------------------------------------------------------------------------------
+# Cells
+
+
+def plan_cells(args: argparse.Namespace) -> List[Dict[str, Any]]:
+    base = QUICK if args.quick else FULL
+    widths = _ints(args.widths or base["widths"])
+    batch_sizes = _ints(args.batches or base["batches"])
+    settings = {
+        "mlp": [None],
+        "textcat": _ints(args.cnn_rows or base["cnn_rows"]),
+        "tagger": _ints(args.tagger_hidden or base["tagger_hidden"]),
+    }
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        raise SystemExit(f"matrix: unknown model(s) {unknown}; known: {', '.join(MODELS)}")
+    cells = []
+    for model in models:
+        for width in widths:
+            for batch in batch_sizes:
+                for value in settings[model]:
+                    if model == "tagger":
+                        value = value * width  # hidden = multiple of the width
+                    cells.append({"model": model, "width": width, "batch": batch,
+                                  "setting": value})
+    return cells
+
+
+def cell_key(cell: Dict[str, Any], args: argparse.Namespace) -> Tuple:
+    return (cell["model"], cell["width"], cell["batch"], cell["setting"],
+            1 if args.quick else args.rounds, args.threads, bool(args.quick))
+
+
+def stored_key(c: Dict[str, Any]) -> Tuple:
+    return (c["model"], c["width"], c["batch"], c["setting"], c["rounds"], c["threads"],
+            bool(c["quick"]))
+
+
+def cell_label(cell: Dict[str, Any]) -> str:
+    setting = MODELS[cell["model"]][2]
+    extra = f" {setting[2]}={cell['setting']}" if setting else ""
+    return f"{cell['model']} width={cell['width']} batch={cell['batch']}{extra}"
+
+
+def run_cell(cell: Dict[str, Any], args: argparse.Namespace, peers: str) -> Dict[str, Any]:
+    """Run the model's script for one cell; its --json blob (or {'error': ...})."""
+    script, _, setting = MODELS[cell["model"]]
+    with tempfile.TemporaryDirectory(prefix="plait-matrix-") as tmp:
+        out_json = Path(tmp) / "cell.json"
+        cmd = [sys.executable, str(H.BENCH_DIR / script), "--width", str(cell["width"]),
+               "--batch", str(cell["batch"]), "--rounds", str(args.rounds),
+               "--threads", str(args.threads), "--peers", peers, "--timeout", str(args.timeout),
+               "--json", str(out_json)]
+        if setting:
+            cmd += [setting[1], str(cell["setting"])]
+        if args.quick:
+            cmd.append("--quick")
+        env = dict(os.environ)
+        env.pop("PYTHONPATH", None)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, cwd=str(H.REPO_DIR), env=env)
+        lines: List[str] = []
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            # The scripts' progress and skip lines; their tables are reprinted below.
+            if line.startswith("[") or "FAILED" in line:
+                print("    " + line.rstrip("\n"), flush=True)
+        rc = proc.wait()
+        if rc != 0 or not out_json.exists():
+            return {"error": f"{script} exited {rc}:\n" + "\n".join(lines[-20:])}
+        return json.loads(out_json.read_text())
+
+
+def cell_figures(cell: Dict[str, Any], frameworks: Sequence[str]) -> Dict[str, Any]:
+    """Per framework the median train throughput (CPU and wall) and accuracy; plait/peer
+    ratios per CPU-second and per wall second."""
+    medians = cell.get("result", {}).get("medians", {})
+    figs: Dict[str, Any] = {"per_cpu_s": {}, "per_s": {}, "accuracy": {}, "ratio_cpu": {},
+                            "ratio_wall": {}}
+    for name in frameworks:
+        m = medians.get(name)
+        if not m:
+            continue
+        figs["per_cpu_s"][name] = m.get("train_per_cpu_s")
+        figs["per_s"][name] = m.get("train_per_s")
+        figs["accuracy"][name] = m.get("accuracy")
+    base = medians.get("plait", {})
+    for name in frameworks:
+        if name == "plait" or name not in medians:
+            continue
+        figs["ratio_cpu"][name] = H.ratio(base.get("train_per_cpu_s"),
+                                          medians[name].get("train_per_cpu_s"), True)
+        figs["ratio_wall"][name] = H.ratio(base.get("train_per_s"),
+                                           medians[name].get("train_per_s"), True)
+    return figs
+
+
+# ---------------------------------------------------------------------------------------
+# Report
+
+
+def _fmt(v: Any, fmt: str) -> str:
+    return H.format_value(v, fmt)
+
+
+def model_table(model: str, cells: List[Dict[str, Any]], frameworks: Sequence[str]) -> str:
+    setting = MODELS[model][2]
+    unit = MODELS[model][1]
+    peers = [f for f in frameworks if f != "plait"]
+    headers = ["width", "batch"] + ([setting[2]] if setting else [])
+    headers += [f"{f} {unit}/CPU-s" for f in frameworks]
+    for p in peers:
+        headers += [f"vs {p} CPU", f"vs {p} wall"]
+    headers += [f"acc {f}" for f in frameworks]
+    rows = []
+    for c in cells:
+        figs = c["figures"]
+        row = [str(c["width"]), str(c["batch"])] + ([str(c["setting"])] if setting else [])
+        row += [_fmt(figs["per_cpu_s"].get(f), "{:,.0f}") for f in frameworks]
+        for p in peers:
+            row += [_fmt(figs["ratio_cpu"].get(p), "{:.2f}x"),
+                    _fmt(figs["ratio_wall"].get(p), "{:.2f}x")]
+        row += [_fmt(figs["accuracy"].get(f), "{:.4f}") for f in frameworks]
+        rows.append(row)
+    return H.render_table(headers, rows)
+
+
+def summarize(cells: List[Dict[str, Any]], frameworks: Sequence[str]) -> Dict[str, Any]:
+    """Per peer: min and median plait/peer ratio per CPU-s and per wall over `cells`, the
+    cells below TARGET_MIN (per CPU-s), and where plait's accuracy trails by > 0.5 points."""
+    out: Dict[str, Any] = {}
+    for peer in frameworks:
+        if peer == "plait":
+            continue
+        entry: Dict[str, Any] = {}
+        for kind in ("cpu", "wall"):
+            pairs = [(c["figures"][f"ratio_{kind}"].get(peer), c) for c in cells]
+            pairs = [(r, c) for r, c in pairs if r is not None]
+            if not pairs:
+                continue
+            lo = min(pairs, key=lambda rc: rc[0])
+            entry[kind] = {"cells": len(pairs), "min": lo[0], "min_cell": cell_label(lo[1]),
+                           "median": statistics.median(r for r, _ in pairs)}
+            if kind == "cpu":
+                entry["below_target"] = [
+                    {"cell": cell_label(c), "ratio": r} for r, c in pairs if r < TARGET_MIN]
+        behind = []
+        for c in cells:
+            acc = c["figures"]["accuracy"]
+            # The target compares accuracy with thinc; torch initialises differently.
+            if peer.startswith("thinc") and acc.get("plait") is not None \
+                    and acc.get(peer) is not None \
+                    and acc["plait"] < acc[peer] - ACCURACY_SLACK:
+                behind.append({"cell": cell_label(c), "plait": acc["plait"], peer: acc[peer]})
+        entry["accuracy_behind"] = behind
+        if len(entry) > 1 or "cpu" in entry:
+            out[peer] = entry
+    return out
+
+
+def summary_lines(summary: Dict[str, Any], scope: str) -> List[str]:
+    lines = []
+    for peer, e in summary.items():
+        if "cpu" not in e:
+            continue
+        cpu, wall = e["cpu"], e.get("wall", {})
+        lines.append(
+            f"{scope}: plait/{peer} per CPU-s over {cpu['cells']} cells: "
+            f"min {cpu['min']:.2f}x ({cpu['min_cell']}), median {cpu['median']:.2f}x"
+            + (f"; per wall s: min {wall['min']:.2f}x, median {wall['median']:.2f}x"
+               if wall else ""))
+        below = e.get("below_target", [])
+        if peer == "thinc91" or below:
+            if below:
+                lines.append(f"  below {TARGET_MIN}x {peer} per CPU-s ({len(below)}): "
+                             + "; ".join(f"{b['cell']} {b['ratio']:.2f}x" for b in below))
+            else:
+                lines.append(f"  no cell below {TARGET_MIN}x {peer} per CPU-s")
+        if peer == "thinc91":
+            ok_min = cpu["min"] >= TARGET_MIN
+            ok_med = cpu["median"] >= TARGET_MEDIAN
+            lines.append(f"  issue 19 target (every cell >= {TARGET_MIN}x, median >= "
+                         f"{TARGET_MEDIAN}x): min {'met' if ok_min else 'NOT met'}, "
+                         f"median {'met' if ok_med else 'NOT met'}")
+        for b in e.get("accuracy_behind", []):
+            lines.append(f"  accuracy: plait {b['plait']:.4f} < {peer} {b[peer]:.4f} - 0.005 "
+                         f"in {b['cell']}")
+    return lines
+
+
+def print_report(args: argparse.Namespace, cells: List[Dict[str, Any]],
+                 frameworks: Sequence[str], models: Sequence[str]) -> Dict[str, Any]:
+    ms = H.machine_summary()
+    rounds = 1 if args.quick else args.rounds
+    print()
+    print("# Benchmark matrix (bench/matrix.py)")
+    print(f"threads={args.threads}  rounds={rounds} (median)  cpus={ms['cpus']}  "
+          f"cpu={ms['cpu'] or '?'}  loadavg(now)={'/'.join(str(x) for x in ms['loadavg'])}  "
+          f"plait@{ms['plait_commit'] or '?'}")
+    print("Ratios are plait/peer training throughput (>1: plait faster), from each "
+          "framework's median over the rounds; 'CPU' per CPU-second, 'wall' per second.")
+    summaries: Dict[str, Any] = {}
+    for model in models:
+        mine = [c for c in cells if c["model"] == model and "error" not in c["result"]]
+        failed = [c for c in cells if c["model"] == model and "error" in c["result"]]
+        if not mine and not failed:
+            continue
+        print()
+        print(f"## {TITLES[model]}")
+        if mine:
+            print(model_table(model, mine, frameworks))
+            summaries[model] = summarize(mine, frameworks)
+            lines = summary_lines(summaries[model], model)
+            print()
+            for line in lines or [f"{model}: no peer ran, so no ratios"]:
+                print(line)
+        for c in failed:
+            print(f"FAILED: {cell_label(c)}: {c['result']['error'].splitlines()[0]}")
+    ok = [c for c in cells if "error" not in c["result"]]
+    summaries["all"] = summarize(ok, frameworks)
+    all_lines = summary_lines(summaries["all"], "all")
+    if all_lines and len(models) > 1:
+        print()
+        print("## All cells")
+        for line in all_lines:
+            print(line)
+    return summaries
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    args = make_parser().parse_args(argv)
+    rounds = 1 if args.quick else args.rounds
+    fws = H.resolve_frameworks(args.peers)
+    for fw in fws:
+        if fw.missing:
+            print(f"[skip] {fw.name}: {fw.missing}", flush=True)
+    live = [fw.name for fw in fws if not fw.missing]
+    peers = ",".join(n for n in live if n != "plait") or "none"
+    cells = plan_cells(args)
+    models = list(dict.fromkeys(c["model"] for c in cells))
+
+    out_path = args.json or args.resume_json
+    done: Dict[Tuple, Dict[str, Any]] = {}
+    if args.resume_json and Path(args.resume_json).exists():
+        for c in json.loads(Path(args.resume_json).read_text()).get("cells", []):
+            medians = c.get("result", {}).get("medians", {})
+            if "error" not in c.get("result", {}) and all(n in medians for n in live):
+                done[stored_key(c)] = c
+    # Cells of an earlier run that this one does not ask for are kept in the file.
+    kept = dict(done)
+
+    measured: List[Dict[str, Any]] = []
+    todo = [c for c in cells if cell_key(c, args) not in done]
+    print(f"matrix: {len(cells)} cells, {len(cells) - len(todo)} already in "
+          f"{args.resume_json or '-'}, {len(todo)} to run; frameworks: {', '.join(live)}",
+          flush=True)
+
+    def save() -> None:
+        if not out_path:
+            return
+        ordered = list(kept.values())
+        for c in ordered:
+            c["figures"] = cell_figures(c, live)
+        blob = {"matrix": {k: v for k, v in vars(args).items()}, "frameworks": live,
+                "machine": H.machine_summary(), "cells": ordered,
+                "summary": summarize([c for c in ordered if "error" not in c["result"]], live)}
+        tmp = Path(str(out_path) + ".tmp")
+        tmp.write_text(json.dumps(blob, indent=1, sort_keys=True))
+        os.replace(tmp, out_path)
+
+    for i, cell in enumerate(todo):
+        t0, load0 = time.perf_counter(), os.getloadavg()[0]
+        print(f"[cell {i + 1}/{len(todo)}] {cell_label(cell)}  (load {load0:.2f})", flush=True)
+        result = run_cell(cell, args, peers)
+        cell.update(rounds=rounds, threads=args.threads, quick=bool(args.quick), peers=peers,
+                    started_load=load0, seconds=time.perf_counter() - t0,
+                    when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), result=result)
+        if "error" in result:
+            print(f"    FAILED: {result['error']}", flush=True)
+        kept[cell_key(cell, args)] = cell
+        measured.append(cell)
+        save()
+
+    report_cells = []
+    for cell in cells:
+        c = kept.get(cell_key(cell, args))
+        if c is not None:
+            c["figures"] = cell_figures(c, live)
+            report_cells.append(c)
+    summaries = print_report(args, report_cells, live, models)
+    if out_path:
+        save()
+        blob = json.loads(Path(out_path).read_text())
+        blob["report_summary"] = summaries
+        Path(out_path).write_text(json.dumps(blob, indent=1, sort_keys=True))
+    if not any("error" not in c["result"] for c in report_cells):
+        raise SystemExit("matrix: no cell produced a result (see the FAILED lines above)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,93 @@
+"""Smoke test of bench/matrix.py: `--quick --peers none` prints one well-formed table per model,
+writes its JSON, and a second run with --resume-json measures nothing again.
+
+Checks the shape of the output, never the speed (the figures belong in bench/README.md).
+Skipped, like tests/test_bench_smoke.py, where the shared data files are missing.
+"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "bench" / "matrix.py"
+DATA = REPO.parent / "shared" / "data"
+NEEDS = ("mnist.npz", "rotten_tomatoes.jsonl", "turkish_web_treebank.jsonl")
+SECTIONS = {
+    "## MNIST MLP (mlp.py)": ["width", "batch", "plait ex/CPU-s", "acc plait"],
+    "## Rotten Tomatoes text CNN (textcat_cnn.py)": ["width", "batch", "rows",
+                                                     "plait docs/CPU-s", "acc plait"],
+    "## Turkish UPOS BiLSTM tagger (lstm_tagger.py)": ["width", "batch", "hidden",
+                                                       "plait words/CPU-s", "acc plait"],
+}
+
+
+def _run(*extra):
+    return subprocess.run([sys.executable, str(SCRIPT), "--quick", "--peers", "none", *extra],
+                          capture_output=True, text=True, cwd=str(REPO), timeout=120,
+                          encoding="utf8")
+
+
+def _table_after(out, marker):
+    """(header, rows) of the first Markdown table after the line `marker`."""
+    lines = out.splitlines()
+    assert marker in lines, f"no {marker!r} in the output:\n{out[-3000:]}"
+    table = []
+    for line in lines[lines.index(marker) + 1:]:
+        if line.startswith("|"):
+            table.append([c.strip() for c in line.strip().strip("|").split("|")])
+        elif table:
+            break
+    assert len(table) > 2, (marker, out[-3000:])
+    header, rows = table[0], table[2:]
+    assert all(len(r) == len(header) for r in rows), table
+    return header, rows
+
+
+def test_quick_matrix_prints_tables_and_resumes(tmp_path):
+    missing = [n for n in NEEDS if not (DATA / n).exists()]
+    if missing:
+        pytest.skip(f"needs {', '.join(str(DATA / n) for n in missing)}")
+    out_json = tmp_path / "matrix.json"
+    proc = _run("--json", str(out_json))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "FAILED" not in out, out[-3000:]
+    assert "matrix: 6 cells, 0 already in" in out, out[:2000]
+    for marker, columns in SECTIONS.items():
+        header, rows = _table_after(out, marker)
+        for column in columns:
+            assert column in header, (column, header)
+        # --peers none: plait alone, so no ratio columns and no peer rows.
+        assert not any(h.startswith("vs ") for h in header), header
+        assert [r[header.index("batch")] for r in rows] == ["16", "64"], rows
+        for row in rows:
+            assert float(row[header.index(columns[-2])].replace(",", "")) > 0, row
+            assert 0.0 <= float(row[header.index("acc plait")]) <= 1.0, row
+    assert "no peer ran, so no ratios" in out
+
+    blob = json.loads(out_json.read_text())
+    assert blob["frameworks"] == ["plait"]
+    cells = blob["cells"]
+    assert len(cells) == 6
+    assert sorted({c["model"] for c in cells}) == ["mlp", "tagger", "textcat"]
+    for c in cells:
+        assert c["quick"] is True and c["rounds"] == 1
+        assert c["result"]["medians"]["plait"]["train_per_cpu_s"] > 0
+        assert c["figures"]["per_cpu_s"]["plait"] > 0
+
+    # Resuming from the file measures no cell again and prints the same tables.
+    again = _run("--resume-json", str(out_json))
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "matrix: 6 cells, 6 already in" in again.stdout and "[cell " not in again.stdout
+    for marker in SECTIONS:
+        _table_after(again.stdout, marker)
+    assert len(json.loads(out_json.read_text())["cells"]) == 6
+
+
+def test_unknown_model_is_refused():
+    proc = _run("--models", "mlp,resnet")
+    assert proc.returncode != 0
+    assert "resnet" in proc.stderr and "textcat" in proc.stderr
