@@ -45,6 +45,7 @@ examples:
   plait train examples/mnist_mlp.cfg --set training.batch_size=64 --set training.max_epochs=2
   plait train examples/mnist_mlp.cfg --set data.path=../shared/data/mnist.npz   (the full data)
   plait train --resume training/mnist --set training.max_epochs=20              (continue a run)
+  plait train examples/mnist_mlp.cfg --workers 2 --output training/mnist2  (2 processes, one result)
 """
 
 
