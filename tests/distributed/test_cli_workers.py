@@ -83,6 +83,17 @@ def test_two_workers_train_what_one_does(mpi, tmp_path):
     _same_weights(tmp_path / "one", tmp_path / "two")
 
 
+def test_batches_smaller_than_the_workers_leave_some_ranks_idle(mpi, tmp_path):
+    # batch_size 1 on 2 workers: rank 1's share of every batch is empty (it runs no backprop),
+    # rank 0's is the whole batch: the result is still one worker's.
+    steps = ["--set", "training.batch_size=1", "--set", "training.max_steps=12", "--set", "training.eval_frequency=6"]
+    one = _plait("--output", str(tmp_path / "one"), *steps)
+    assert one.returncode == 0, one.stderr[-3000:]
+    two = _plait("--output", str(tmp_path / "two"), "--workers", "2", *steps)
+    assert two.returncode == 0, two.stderr[-3000:]
+    _same_weights(tmp_path / "one", tmp_path / "two")
+
+
 def test_resume_with_another_number_of_workers(mpi, tmp_path):
     # 20 steps on 2 workers, then 20 more on 1 worker == 40 steps on 1 worker: the batch, the
     # data order and the optimizer state do not depend on the number of workers.
