@@ -19,7 +19,9 @@ has one row per training-set word, which the data fixes.
 
 A long matrix can run in pieces: --resume-json PATH reads the cells measured before (same
 model, width, batch, setting, rounds, threads and --quick, with every requested peer present),
-skips them, and writes the file again after every new cell.
+skips them, and writes the file again after every new cell; --report-only prints the
+tables of what the file holds without measuring. Stop a run with Ctrl-C between or during
+cells: the finished cells are in the file.
 """
 
 from __future__ import annotations
@@ -87,6 +89,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume-json", default=None, metavar="PATH",
                    help="skip the cells already in PATH (from an earlier --json); the "
                         "results are written back to PATH unless --json names another file")
+    p.add_argument("--report-only", action="store_true",
+                   help="measure nothing: print the tables of the requested cells found in "
+                        "--resume-json")
     p.add_argument("--timeout", type=float, default=1800.0,
                    help="seconds one framework's child may run (passed to the scripts)")
     return p
@@ -348,11 +353,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     # Cells of an earlier run that this one does not ask for are kept in the file.
     kept = dict(done)
 
-    measured: List[Dict[str, Any]] = []
-    todo = [c for c in cells if cell_key(c, args) not in done]
-    print(f"matrix: {len(cells)} cells, {len(cells) - len(todo)} already in "
-          f"{args.resume_json or '-'}, {len(todo)} to run; frameworks: {', '.join(live)}",
-          flush=True)
+    todo = [] if args.report_only else [c for c in cells if cell_key(c, args) not in done]
+    n_done = sum(cell_key(c, args) in done for c in cells)
+    print(f"matrix: {len(cells)} cells, {n_done} already in {args.resume_json or '-'}, "
+          f"{len(todo)} to run; frameworks: {', '.join(live)}", flush=True)
 
     def save() -> None:
         if not out_path:
@@ -377,7 +381,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         if "error" in result:
             print(f"    FAILED: {result['error']}", flush=True)
         kept[cell_key(cell, args)] = cell
-        measured.append(cell)
         save()
 
     report_cells = []
@@ -387,7 +390,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             c["figures"] = cell_figures(c, live)
             report_cells.append(c)
     summaries = print_report(args, report_cells, live, models)
-    if out_path:
+    if out_path and not args.report_only:
         save()
         blob = json.loads(Path(out_path).read_text())
         blob["report_summary"] = summaries
