@@ -14,26 +14,10 @@ import sys
 import pytest
 
 from _mpi import REPO, env, mpi  # noqa: F401 (mpi is a fixture)
+from _markdown import table_after
 
 SCRIPT = REPO / "bench" / "distributed.py"
 NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
-
-
-def _table_after(out, marker):
-    """(header, rows) of the first Markdown table after the line that starts with `marker`."""
-    lines = out.splitlines()
-    starts = [i for i, line in enumerate(lines) if line.startswith(marker)]
-    assert starts, f"no {marker!r} in the output:\n{out[-3000:]}"
-    table = []
-    for line in lines[starts[0] + 1:]:
-        if line.startswith("|"):
-            table.append([c.strip() for c in line.strip().strip("|").split("|")])
-        elif table:
-            break
-    assert len(table) > 2, (marker, out[-3000:])
-    header, rows = table[0], table[2:]
-    assert all(len(r) == len(header) for r in rows), table
-    return header, rows
 
 
 def _col(header, rows, name):
@@ -50,7 +34,7 @@ def test_quick_run_prints_scaling_allreduce_and_cost_model(mpi, tmp_path):
 
     # Scaling: each model on 1 rank and on 2 ranks four ways (plait's default, overlap off, no
     # allreduce, a raw one); an efficiency (a percentage) on the 2-rank rows, positive throughputs.
-    head, rows = _table_after(out, "Weak scaling")
+    head, rows = table_after(out, "Weak scaling")
     assert _col(head, rows, "model") == ["MLP 784-512-512-10"] * 5 + ["text CNN"] * 5
     # "2 (overlap, k early)" where plait's DataParallel overlaps by default.
     ranks = [re.sub(r" \(overlap, .*\)$", "", r) for r in _col(head, rows, "ranks")]
@@ -63,7 +47,7 @@ def test_quick_run_prints_scaling_allreduce_and_cost_model(mpi, tmp_path):
             assert re.fullmatch(NUMBER + "%", row[head.index("efficiency (CPU)")]), row
 
     # Allreduce: plait and mpi4py times, rates and their ratio for every buffer.
-    head, rows = _table_after(out, "Gradient allreduce")
+    head, rows = table_after(out, "Gradient allreduce")
     assert _col(head, rows, "buffer") == ["MLP gradients", "text CNN gradients", "4 KB", "1,024 KB"]
     for col in ("plait ms", "mpi4py ms", "plait GB/s", "mpi4py GB/s", "local copies ms"):
         assert all(float(v) > 0 for v in _col(head, rows, col)), (col, rows)
@@ -72,7 +56,7 @@ def test_quick_run_prints_scaling_allreduce_and_cost_model(mpi, tmp_path):
     assert re.search(r"latency \(8-byte Allreduce, 2 ranks\): mpi4py " + NUMBER + " us", out), out
 
     # Cost model: 8, 64 and 512 workers per model, efficiencies as percentages.
-    head, rows = _table_after(out, "Cost model")
+    head, rows = table_after(out, "Cost model")
     assert _col(head, rows, "workers") == ["8", "64", "512"] * 2
     for col in ("no overlap, 1 bucket", "overlap: best", "ideal overlap: best", "halving-doubling, no overlap"):
         assert all(re.fullmatch(NUMBER + "%", v) for v in _col(head, rows, col)), (col, rows)
@@ -88,7 +72,7 @@ def test_cost_model_alone_needs_no_mpi():
                           capture_output=True, text=True, cwd=str(REPO), timeout=60, encoding="utf8")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "alpha = 20 us" in proc.stdout and "3.125 GB/s" in proc.stdout
-    head, rows = _table_after(proc.stdout, "Cost model")
+    head, rows = table_after(proc.stdout, "Cost model")
     assert _col(head, rows, "workers") == ["8", "64", "512"] * 2
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from _markdown import table_after
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "matrix.py"
 DATA = REPO.parent / "shared" / "data"
@@ -30,22 +32,6 @@ def _run(*extra):
                           encoding="utf8")
 
 
-def _table_after(out, marker):
-    """(header, rows) of the first Markdown table after the line `marker`."""
-    lines = out.splitlines()
-    assert marker in lines, f"no {marker!r} in the output:\n{out[-3000:]}"
-    table = []
-    for line in lines[lines.index(marker) + 1:]:
-        if line.startswith("|"):
-            table.append([c.strip() for c in line.strip().strip("|").split("|")])
-        elif table:
-            break
-    assert len(table) > 2, (marker, out[-3000:])
-    header, rows = table[0], table[2:]
-    assert all(len(r) == len(header) for r in rows), table
-    return header, rows
-
-
 def test_quick_matrix_prints_tables_and_resumes(tmp_path):
     missing = [n for n in NEEDS if not (DATA / n).exists()]
     if missing:
@@ -57,7 +43,7 @@ def test_quick_matrix_prints_tables_and_resumes(tmp_path):
     assert "FAILED" not in out, out[-3000:]
     assert "matrix: 6 cells, 0 already in" in out, out[:2000]
     for marker, columns in SECTIONS.items():
-        header, rows = _table_after(out, marker)
+        header, rows = table_after(out, marker)
         for column in columns:
             assert column in header, (column, header)
         # --peers none: plait alone, so no ratio columns and no peer rows.
@@ -83,7 +69,7 @@ def test_quick_matrix_prints_tables_and_resumes(tmp_path):
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert "matrix: 6 cells, 6 already in" in again.stdout and "[cell " not in again.stdout
     for marker in SECTIONS:
-        _table_after(again.stdout, marker)
+        table_after(again.stdout, marker)
     assert len(json.loads(out_json.read_text())["cells"]) == 6
 
 
