@@ -15,14 +15,20 @@ import subprocess
 import sys
 
 
-def _die_with_parent() -> None:
-    try:
-        import ctypes
+def _in_child() -> None:
+    """Run in the child before it starts: its own process group, and death with this process."""
+    # Its own process group: a signal for the group of this process (mpiexec sends some that
+    # way) reaches the rank once, forwarded by main(), not twice. (Popen's process_group= is
+    # Python 3.11+; plait supports 3.10.)
+    os.setpgid(0, 0)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
 
 
 def _rank() -> str:
@@ -48,10 +54,7 @@ def main(argv: list) -> int:
     rank = _rank()
     # close_fds=False: MPI hands each rank its connection to the launcher as an open descriptor
     # (PMI_FD), which the child must inherit.
-    # Its own process group: a signal for the group of this process (mpiexec sends some that
-    # way) reaches the rank once, forwarded below, not twice.
-    child = subprocess.Popen(argv, close_fds=False, process_group=0,
-                             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+    child = subprocess.Popen(argv, close_fds=False, preexec_fn=_in_child)
 
     def forward(signum: int, frame: object) -> None:
         try:
