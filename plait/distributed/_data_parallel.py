@@ -214,6 +214,7 @@ class _Layout:
         # For the per-step check that nothing changed (DataParallel._layout_now).
         self.nodes: Tuple[Any, ...] = ()
         self.stores = [getattr(node._params, "_params", {}) for node, _name, _p in self.entries]
+        self.grad_stores = [getattr(node._params, "_grads", None) for node, _name, _p in self.entries]
         self.keys = [(node.id, name) for node, name, _p in self.entries]
 
     @staticmethod
@@ -315,8 +316,12 @@ class _OverlapSession:
         layout = self.layout
         flags = layout.flags
         for index, _offset, _size in self.plan[b].items:
-            node, name, _param = layout.entries[index]
             view = layout.views[index]
+            grads = layout.grad_stores[index]
+            if grads is not None and grads.get(layout.keys[index]) is view:
+                flags[index] = 1  # the usual case, read straight from the store: nothing to copy
+                continue
+            node, name, _param = layout.entries[index]
             grad = node._params.get_grad(node.id, name) if node.has_grad(name) else None
             if grad is view:
                 flags[index] = 1
