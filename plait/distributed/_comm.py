@@ -35,30 +35,26 @@ _LOCAL_TAG_UB = 32767
 _OUT_OF_BAND_MIN = 1 << 16
 
 
-def _timeout_from_env() -> float:
-    raw = os.environ.get("PLAIT_DIST_TIMEOUT")
+def _positive_from_env(name: str, default: float, unit: str) -> float:
+    """The positive, finite number in environment variable `name` (default when unset or blank)."""
+    raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
-        return DEFAULT_TIMEOUT
+        return default
     try:
         value = float(raw)
     except ValueError:
-        raise ValueError(f"PLAIT_DIST_TIMEOUT must be a number of seconds, got {raw!r}") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise ValueError(f"PLAIT_DIST_TIMEOUT must be a positive, finite number of seconds, got {raw!r}")
+        raise ValueError(f"{name} must be a number of {unit}, got {raw!r}") from None
+    if not value > 0 or value == float("inf"):  # `not > 0` also refuses nan
+        raise ValueError(f"{name} must be a positive, finite number of {unit}, got {raw!r}")
     return value
+
+
+def _timeout_from_env() -> float:
+    return _positive_from_env("PLAIT_DIST_TIMEOUT", DEFAULT_TIMEOUT, "seconds")
 
 
 def _bucket_mb_from_env() -> float:
-    raw = os.environ.get("PLAIT_DIST_BUCKET_MB")
-    if raw is None or raw.strip() == "":
-        return DEFAULT_BUCKET_MB
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"PLAIT_DIST_BUCKET_MB must be a number of megabytes, got {raw!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise ValueError(f"PLAIT_DIST_BUCKET_MB must be a positive, finite number of megabytes, got {raw!r}")
-    return value
+    return _positive_from_env("PLAIT_DIST_BUCKET_MB", DEFAULT_BUCKET_MB, "megabytes")
 
 
 def launched_by_mpi() -> bool:
