@@ -41,15 +41,10 @@ cdef extern from *:
     static int plait_act_max_threads(void) { return 1; }
     #endif
 
-    /* With GCC 12+ on x86-64 Linux each loop is also compiled for x86-64-v3 (AVX2, FMA) and
-       v4 (AVX-512), and the loader picks what the CPU has; elsewhere it is built once for the
-       compiler's target. */
-    #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__x86_64__) && defined(__linux__)
-    #define PLAIT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-    #pragma GCC diagnostic ignored "-Wpsabi"
-    #else
-    #define PLAIT_CLONES
-    #endif
+    /* Each loop is compiled for the widest instruction set of this build (plait_isa.h):
+       x86-64-v4 (AVX-512), v3 (AVX2, FMA) or the baseline. */
+    #include "plait_isa.h"
+    #define PLAIT_CLONES PLAIT_UPTO_V4
     /* Helpers must be inlined into each clone to be compiled for its instruction set. */
     #if defined(__GNUC__) || defined(__clang__)
     #define PLAIT_INLINE inline __attribute__((always_inline))
@@ -274,7 +269,8 @@ cdef extern from *:
     static int plait_sqrt_level(void) {
         if (plait_sqrt_width == 0) {  /* benign race: every thread computes the same value */
             __builtin_cpu_init();
-            plait_sqrt_width = __builtin_cpu_supports("avx512f") ? 512 : (__builtin_cpu_supports("avx") ? 256 : 128);
+            plait_sqrt_width = (PLAIT_ISA_ALLOWS(4) && __builtin_cpu_supports("avx512f")) ? 512
+                             : ((PLAIT_ISA_ALLOWS(3) && __builtin_cpu_supports("avx")) ? 256 : 128);
         }
         return plait_sqrt_width;
     }
@@ -487,16 +483,21 @@ cdef extern from *:
        than the target's vectors goes scalar). The order of the additions is fixed by the
        instruction set and the row length, never by the thread count; in 8 or 16 lanes, like
        numpy's pairwise sum in 8, so both stay within a few ulp of each other. Without
-       OpenMP the sums take 8 lanes too. The max may skip a NaN: a NaN in the row makes the
-       row's sum, and so every output, NaN, as in the reference.
+       OpenMP, and in the x86-64 baseline build (whose SSE2 registers hold only 2 float64 or 4
+       float32 lanes: 11 ulp off numpy's float64 softmax over 1777 columns, where 8 lanes stay
+       within 8), the sums take 8 explicit lanes. The max may skip a NaN: a NaN in the row
+       makes the row's sum, and so every output, NaN, as in the reference.
 
        PLAIT_STORE_SUM: dst[i] = EXPR for i < n, and s = the sum of the dst[i]. */
     #ifdef _OPENMP
     #define PLAIT_SIMD_MAX(m) _Pragma("omp simd reduction(max:m)")
+    #else
+    #define PLAIT_SIMD_MAX(m)
+    #endif
+    #if defined(_OPENMP) && PLAIT_ISA_LEVEL != 1
     #define PLAIT_STORE_SUM(S, s, dst, n, EXPR)                                                     \\
         s = 0; _Pragma("omp simd reduction(+:s)") for (i = 0; i < n; i++) { dst[i] = EXPR; s += dst[i]; }
     #else
-    #define PLAIT_SIMD_MAX(m)
     #define PLAIT_STORE_SUM(S, s, dst, n, EXPR)                                                     \\
         for (i = 0; i < n; i++) dst[i] = EXPR;                                                      \\
         s = plait_lanesum_##S(dst, n);

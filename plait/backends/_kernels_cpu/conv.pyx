@@ -44,15 +44,11 @@ cdef extern from *:
     #else
     static int pcv_max_threads(void) { return 1; }
     #endif
-    /* float32 max pooling on 8- and 4-lane vectors (GCC/Clang vector extensions). With GCC on
-       x86-64 glibc each routine is also compiled for x86-64-v3 (AVX2) and the loader picks what
-       the CPU has. Same selects as the scalar code, so the same Y and winners. */
-    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
-    #define PCV_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-    #pragma GCC diagnostic ignored "-Wpsabi"
-    #else
-    #define PCV_CLONES
-    #endif
+    /* float32 max pooling on 8- and 4-lane vectors (GCC/Clang vector extensions), compiled
+       for x86-64-v3 (AVX2) in the builds that allow it (plait_isa.h). Same selects as the
+       scalar code, so the same Y and winners. */
+    #include "plait_isa.h"
+    #define PCV_CLONES PLAIT_UPTO_V3
     #if defined(__GNUC__) || defined(__clang__)
     #define PCV_VECTORS 1
     #define PCV_DEFINE(VW)                                                                       \

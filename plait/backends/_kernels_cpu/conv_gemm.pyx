@@ -48,9 +48,9 @@ cdef extern from *:
     static int pcg_threads(void) { return 1; }
     #endif
 
-    #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__x86_64__) && defined(__linux__)
+    #include "plait_isa.h"
+    #if PLAIT_ISA_LEVEL > 0
     #define PCG_X86_DISPATCH 1
-    #pragma GCC diagnostic ignored "-Wpsabi"
     #endif
     #if defined(__GNUC__)
     #define PCG_INLINE inline __attribute__((always_inline))
@@ -385,8 +385,8 @@ cdef extern from *:
     #ifdef PCG_X86_DISPATCH
         if (pcg_isa_detected == 0) {  /* benign race: every thread computes the same value */
             __builtin_cpu_init();
-            pcg_isa_detected = __builtin_cpu_supports("x86-64-v4") ? 4
-                               : (__builtin_cpu_supports("x86-64-v3") ? 3 : 1);
+            pcg_isa_detected = (PLAIT_ISA_ALLOWS(4) && __builtin_cpu_supports("x86-64-v4")) ? 4
+                               : ((PLAIT_ISA_ALLOWS(3) && __builtin_cpu_supports("x86-64-v3")) ? 3 : 1);
         }
     #else
         pcg_isa_detected = 1;

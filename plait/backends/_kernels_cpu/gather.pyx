@@ -20,14 +20,11 @@ cdef extern from *:
     #include <stdint.h>
     #include <string.h>
 
-    /* The row loops are memory-bound adds that AVX2 does in half the instructions; GCC builds
-       an AVX2 and a baseline copy and picks one when the module loads. Adds are adds in any
-       width, so both copies give the same bits. */
-    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
-    #define PLAIT_CLONES __attribute__((target_clones("avx2", "default")))
-    #else
-    #define PLAIT_CLONES
-    #endif
+    /* The row loops are memory-bound adds that AVX2 does in half the instructions; they are
+       compiled for AVX2 in the builds that allow it (plait_isa.h). Adds are adds in any width,
+       so every build gives the same bits. */
+    #include "plait_isa.h"
+    #define PLAIT_CLONES PLAIT_UPTO_AVX2
 
     /* Rows b0..b1-1 of out = 0 + table[idx[b, 0]] + table[idx[b, 1]] + ..., two table rows
        per sweep ((y + a) + c rounds as two sweeps would). Returns 1 at an index out of range.

@@ -47,13 +47,10 @@ cdef extern from *:
     }
 
     /* Keys i0..i1-1. The loop is plain enough for GCC to vectorise the 64-bit multiplies
-       where AVX-512DQ has them (vpmullq); a copy for that and a baseline copy are built and
-       one is picked when the module loads. Integer arithmetic: both give the same bits. */
-    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
-    #define PLAIT_HASH_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
-    #else
-    #define PLAIT_HASH_CLONES
-    #endif
+       where AVX-512DQ has them (vpmullq); the AVX-512 build compiles it for that (plait_isa.h).
+       Integer arithmetic: every build gives the same bits. */
+    #include "plait_isa.h"
+    #define PLAIT_HASH_CLONES PLAIT_ONLY_V4
     static PLAIT_HASH_CLONES void plait_mmh3_rows(const uint64_t *ids, uint32_t seed, uint32_t *out,
                                                   Py_ssize_t i0, Py_ssize_t i1) {
         for (Py_ssize_t i = i0; i < i1; ++i) plait_mmh3_x64_128_u64(ids[i], seed, out + 4 * i);

@@ -31,17 +31,15 @@ cdef extern from *:
     #else
     static int plait_lstm_omp_threads(void) { return 1; }
     #endif
-    /* With GCC 12+ on x86-64 Linux the float32 kernels are also compiled for x86-64-v3
-       (AVX2, FMA) and v4 (AVX-512) and the loader picks what the CPU has (measured: the
-       fused step pass runs ~3x faster than the baseline SSE2 build); elsewhere they are
-       built once for the compiler's target. */
-    #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__x86_64__) && defined(__linux__)
+    /* The float32 kernels are compiled for the widest instruction set of this build
+       (plait_isa.h): x86-64-v4 (AVX-512), v3 (AVX2, FMA) or the baseline (measured: the fused
+       step pass runs ~3x faster with AVX2 than with SSE2). The products below pick their
+       register blocking at run time, up to what the build allows. */
+    #include "plait_isa.h"
+    #if PLAIT_ISA_LEVEL > 0
     #define PLAIT_X86_DISPATCH 1
-    #define PLAIT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-    #pragma GCC diagnostic ignored "-Wpsabi"
-    #else
-    #define PLAIT_CLONES
     #endif
+    #define PLAIT_CLONES PLAIT_UPTO_V4
     /* Helpers must be inlined into each clone to be compiled for its instruction set. */
     #if defined(__GNUC__)
     #define PLAIT_INLINE __attribute__((always_inline))
@@ -285,8 +283,8 @@ cdef extern from *:
     static int plait_isa_level(void) {
         if (plait_isa_detected == 0) {  /* benign race: every thread computes the same value */
             __builtin_cpu_init();
-            plait_isa_detected = __builtin_cpu_supports("x86-64-v4") ? 4
-                                 : (__builtin_cpu_supports("x86-64-v3") ? 3 : 1);
+            plait_isa_detected = (PLAIT_ISA_ALLOWS(4) && __builtin_cpu_supports("x86-64-v4")) ? 4
+                                 : ((PLAIT_ISA_ALLOWS(3) && __builtin_cpu_supports("x86-64-v3")) ? 3 : 1);
         }
         return plait_isa_forced && plait_isa_forced < plait_isa_detected ? plait_isa_forced : plait_isa_detected;
     }

@@ -43,8 +43,8 @@ cdef extern from *:
     #include <stdlib.h>
     #include <string.h>
 
-    /* The inner loops are fixed-width blocks that GCC keeps in vector registers; an AVX2+FMA
-       copy and a baseline copy are built and one is picked when the module loads. */
+    /* The inner loops are fixed-width blocks that GCC keeps in vector registers, compiled
+       for AVX2+FMA in the builds that allow it (plait_isa.h). */
     #ifdef _OPENMP
     #include <omp.h>
     static int plait_mx_max_threads(void) { return omp_get_max_threads(); }
@@ -52,11 +52,8 @@ cdef extern from *:
     static int plait_mx_max_threads(void) { return 1; }
     #endif
 
-    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
-    #define PLAIT_MX_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-    #else
-    #define PLAIT_MX_CLONES
-    #endif
+    #include "plait_isa.h"
+    #define PLAIT_MX_CLONES PLAIT_UPTO_V3
     #define PLAIT_MX_TAIL_ATTR
 
     /* 256-bit vectors in GCC's vector extension: the AVX2 copy keeps them in ymm registers
@@ -322,7 +319,7 @@ cdef extern from *:
         static int known = -1;
         if (known < 0) {
             __builtin_cpu_init();
-            known = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")
+            known = PLAIT_ISA_ALLOWS(4) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")
                     && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
         }
         return known;

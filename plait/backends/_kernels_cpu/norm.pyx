@@ -24,15 +24,12 @@ cdef extern from *:
     """
     #include <math.h>
 
-    /* The row loops are written as 8 independent lanes, which GCC vectorises; an AVX2+FMA copy
-       and a baseline copy are built and one is picked when the module loads. The sums keep a
-       fixed order (lane j % 8, then the lanes pairwise), so the thread count never changes a
-       result; the two copies may differ in the last bit (fused multiply-adds). */
-    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
-    #define PLAIT_LN_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-    #else
-    #define PLAIT_LN_CLONES
-    #endif
+    /* The row loops are written as 8 independent lanes, which GCC vectorises, for AVX2+FMA in
+       the builds that allow it (plait_isa.h). The sums keep a fixed order (lane j % 8, then
+       the lanes pairwise), so the thread count never changes a result; the AVX2 and baseline
+       builds may differ in the last bit (fused multiply-adds). */
+    #include "plait_isa.h"
+    #define PLAIT_LN_CLONES PLAIT_UPTO_V3
 
     #define PLAIT_LN_FOLD(a) ((((a)[0] + (a)[1]) + ((a)[2] + (a)[3])) + (((a)[4] + (a)[5]) + ((a)[6] + (a)[7])))
 

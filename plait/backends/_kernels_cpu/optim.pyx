@@ -23,6 +23,7 @@ cnp.import_array()
 cdef extern from *:
     """
     #include <math.h>
+    #include "plait_isa.h"
     #if defined(__SSE2__) || defined(_M_X64)
     #include <emmintrin.h>
     #define PLAIT_SSE2 1
@@ -143,7 +144,7 @@ cdef extern from *:
         static int known = -1;
         if (known < 0) {
             __builtin_cpu_init();
-            known = __builtin_cpu_supports("avx") ? 1 : 0;
+            known = (PLAIT_ISA_ALLOWS(3) && __builtin_cpu_supports("avx")) ? 1 : 0;
         }
         return known;
     }

@@ -42,13 +42,10 @@ cdef extern from *:
     #include <stdint.h>
 
     /* backprop_seq2col's row loop is adds over short contiguous pieces: wider vectors halve
-       its instructions. GCC builds AVX-512, AVX2 and baseline copies and picks one at load;
-       adds are adds at any width, so every copy gives the same bits. */
-    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
-    #define PLAIT_SEQ_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
-    #else
-    #define PLAIT_SEQ_CLONES
-    #endif
+       its instructions. It is compiled for AVX-512, AVX2 or the baseline, as the build allows
+       (plait_isa.h); adds are adds at any width, so every build gives the same bits. */
+    #include "plait_isa.h"
+    #define PLAIT_SEQ_CLONES PLAIT_UPTO_V4_AVX2
     #define PLAIT_BPS2C_CHUNK 64
 
     /* Rows r0..r1-1 of dX from dY (nM, (2 nW + 1) nF); j is the sequence holding row r0.
@@ -160,7 +157,7 @@ cdef extern from *:
         static int known = -1;
         if (known < 0) {
             __builtin_cpu_init();
-            known = __builtin_cpu_supports("avx512f") ? 1 : 0;
+            known = (PLAIT_ISA_ALLOWS(4) && __builtin_cpu_supports("avx512f")) ? 1 : 0;
         }
         return known;
     }
