@@ -21,6 +21,7 @@ from threadpoolctl import threadpool_limits
 
 from plait.backends import NumpyOps, Ops
 from plait.backends._numpy_act import ActKernels, _act
+from plait.backends._kernels_cpu import ISA  # the build this process runs
 
 pytestmark = pytest.mark.skipif(_act is None, reason="compiled kernels not built")
 
@@ -393,7 +394,10 @@ def test_float32_erf_and_tanh_within_two_ulp():
     from scipy.special import erf
 
     X = _grid(-5.0, 5.0)
-    assert _ulps(_act.elementwise(_act.ERF, X), erf(_f64(X))).max() <= 1.5
+    # 1.16 ulp where the build fuses multiply-adds (AVX2, AVX-512); the x86-64 baseline build
+    # rounds every step of the rational fit: 1.72 ulp measured (docs/isa.md).
+    bound = 2.0 if ISA == "portable" else 1.5
+    assert _ulps(_act.elementwise(_act.ERF, X), erf(_f64(X))).max() <= bound
     X = _grid(-12.0, 12.0)
     assert _ulps(_act.elementwise(_act.TANH, X), numpy.tanh(_f64(X))).max() <= 2.0
 
