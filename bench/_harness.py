@@ -301,8 +301,10 @@ def machine_summary() -> Dict[str, Any]:
     # Set on some machines to pin OpenBLAS to older kernels; every child inherits them, and
     # they can halve the GEMM rate, so the figures must say so.
     blas_env = {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ}
+    # The build of plait's kernels the children run (docs/isa.md): they inherit PLAIT_ISA.
+    isa = os.environ.get("PLAIT_ISA", "").strip().lower() or "auto"
     return {"cpus": os.cpu_count(), "cpu": cpu, "python": sys.version.split()[0],
-            "loadavg": load, "plait_commit": _git_commit(), "blas_env": blas_env}
+            "loadavg": load, "plait_commit": _git_commit(), "blas_env": blas_env, "plait_isa": isa}
 
 
 def _git_commit() -> str:
@@ -414,7 +416,7 @@ def header_line(args: argparse.Namespace) -> str:
     load = "/".join(str(x) for x in ms["loadavg"]) or "?"
     return (f"threads={args.threads}  rounds={args.rounds} (median)  cpus={ms['cpus']}  "
             f"cpu={ms['cpu'] or '?'}  loadavg(1/5/15 min, at the end)={load}  "
-            f"plait@{ms['plait_commit'] or '?'}"
+            f"plait@{ms['plait_commit'] or '?'}  PLAIT_ISA={ms['plait_isa']}"
             + "".join(f"  {k}={v}" for k, v in ms["blas_env"].items()))
 
 
