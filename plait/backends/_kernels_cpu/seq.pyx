@@ -153,6 +153,39 @@ cdef extern from *:
         *bad = n_bad;
         return c;
     }
+    /* The same with AVX2, 8 cells at a time: vpermps/vpermd move the cells' gradients and
+       winners into place within a 256-bit vector, and an AND with the compare keeps the
+       winners' bits (the others are +0.0, as the scalar path's zero fill). A winner is valid
+       when 0 <= w < nP, tested with two signed compares (AVX2 has no unsigned one). */
+    __attribute__((target("avx2")))
+    static Py_ssize_t plait_bpmaxout_f32_i32_avx2(const float *dY, const int32_t *which,
+                                                  float *dX, Py_ssize_t m, Py_ssize_t nP,
+                                                  Py_ssize_t *bad) {
+        int32_t cell[128], piece[128];
+        for (int q = 0; q < 8 * (int)nP; ++q) {
+            cell[q] = q / (int)nP;
+            piece[q] = q % (int)nP;
+        }
+        const __m256i limit = _mm256_set1_epi32((int)nP);
+        const __m256i below = _mm256_set1_epi32(-1);
+        Py_ssize_t c = 0, n_bad = 0;
+        for (; c + 8 <= m; c += 8) {
+            const __m256 g = _mm256_loadu_ps(dY + c);
+            const __m256i w = _mm256_loadu_si256((const __m256i *)(which + c));
+            const __m256i ok = _mm256_and_si256(_mm256_cmpgt_epi32(limit, w), _mm256_cmpgt_epi32(w, below));
+            n_bad += 8 - __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(ok)));
+            float *out = dX + c * nP;
+            for (Py_ssize_t j = 0; j < nP; ++j) {
+                const __m256i ci = _mm256_loadu_si256((const __m256i *)(cell + 8 * j));
+                const __m256i pc = _mm256_loadu_si256((const __m256i *)(piece + 8 * j));
+                const __m256i keep = _mm256_cmpeq_epi32(_mm256_permutevar8x32_epi32(w, ci), pc);
+                _mm256_storeu_ps(out + 8 * j, _mm256_and_ps(_mm256_castsi256_ps(keep),
+                                                            _mm256_permutevar8x32_ps(g, ci)));
+            }
+        }
+        *bad = n_bad;
+        return c;
+    }
     static int plait_has_avx512f(void) {
         static int known = -1;
         if (known < 0) {
@@ -161,12 +194,24 @@ cdef extern from *:
         }
         return known;
     }
+    static int plait_has_avx2(void) {
+        static int known = -1;
+        if (known < 0) {
+            __builtin_cpu_init();
+            known = (PLAIT_ISA_ALLOWS(3) && __builtin_cpu_supports("avx2")) ? 1 : 0;
+        }
+        return known;
+    }
     #else
     #define PLAIT_BPMAXOUT_AVX512 0
     static Py_ssize_t plait_bpmaxout_f32_i32_avx512(const float *dY, const int32_t *which,
                                                     float *dX, Py_ssize_t m, Py_ssize_t nP,
                                                     Py_ssize_t *bad) { *bad = 0; return 0; }
+    static Py_ssize_t plait_bpmaxout_f32_i32_avx2(const float *dY, const int32_t *which,
+                                                  float *dX, Py_ssize_t m, Py_ssize_t nP,
+                                                  Py_ssize_t *bad) { *bad = 0; return 0; }
     static int plait_has_avx512f(void) { return 0; }
+    static int plait_has_avx2(void) { return 0; }
     #endif
     """
     void plait_bps2c_rows_f(const float* dY, float* dX, const int64_t* offs, Py_ssize_t nF,
@@ -174,7 +219,10 @@ cdef extern from *:
                             Py_ssize_t end, Py_ssize_t prefetch_rows) nogil
     Py_ssize_t plait_bpmaxout_f32_i32_avx512(const float* dY, const int32_t* which, float* dX,
                                              Py_ssize_t m, Py_ssize_t nP, Py_ssize_t* bad) nogil
+    Py_ssize_t plait_bpmaxout_f32_i32_avx2(const float* dY, const int32_t* which, float* dX,
+                                           Py_ssize_t m, Py_ssize_t nP, Py_ssize_t* bad) nogil
     int plait_has_avx512f() nogil
+    int plait_has_avx2() nogil
     void plait_sum_rows_f(const float* x, float* y, Py_ssize_t n, Py_ssize_t nO) nogil
     void plait_sum_rows_d(const double* x, double* y, Py_ssize_t n, Py_ssize_t nO) nogil
     void plait_bps2c_rows_d(const double* dY, double* dX, const int64_t* offs, Py_ssize_t nF,
@@ -533,8 +581,12 @@ cdef Py_ssize_t _backprop_maxout_block(
     which += c0
     dX += c0 * nP
     if floating is float and index_t is int32_t:
+        done = 0
         if nP <= 16 and plait_has_avx512f():
             done = plait_bpmaxout_f32_i32_avx512(dY, which, dX, m, nP, &bad)
+        elif nP <= 16 and plait_has_avx2():
+            done = plait_bpmaxout_f32_i32_avx2(dY, which, dX, m, nP, &bad)
+        if done:
             dY += done
             which += done
             dX += done * nP
