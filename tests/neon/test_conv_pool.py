@@ -301,12 +301,18 @@ def test_float16_tensors():
     close(P, pool_ref(pool, I.astype(float))[0], np.float16)
 
 
-def test_conv_runs_on_the_backend_kernels(monkeypatch):
+def test_conv_runs_on_the_backend_kernels(monkeypatch, request):
     """One kernel per op across faces: the products are the backend's. float32 2-D layers run
     conv_gemm's batch-last products (the register-blocked kernel NumpyOps' convolutions use);
     others (float64, 3-D) NumpyOps' own products on batch-first copies, 1x1 float64 its gemm."""
     ops = L._ops()
     calls = []
+    level = L._conv_gemm._set_isa(0)
+    if level < 3:
+        # Below AVX2 (PLAIT_ISA=portable, an older CPU) the products are left to numpy's BLAS
+        # unless forced; force the build's own level, so the routing is what is tested.
+        L._conv_gemm._set_isa(level)
+        request.addfinalizer(lambda: L._conv_gemm._set_isa(0))
 
     def watch(owner, name):
         orig = getattr(owner, name)
