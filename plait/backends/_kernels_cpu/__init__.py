@@ -44,8 +44,8 @@ def _choose() -> str:
     present = built()
     if not present:
         raise ImportError(
-            f"plait's compiled kernels are not built (no _avx512, _avx2 or _portable folder in "
-            f"{_HERE}). Build them with `make install` or `pip install -e .`."
+            f"plait's compiled kernels are not built (none of the _avx512, _avx2 and _portable "
+            f"folders in {_HERE} holds them). Build them with `make install` or `pip install -e .`."
         )
     runs = runnable()
     if not runs:
