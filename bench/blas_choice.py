@@ -118,11 +118,10 @@ def run_candidate(changes: Dict[str, Optional[str]], repeat: int, timeout: float
 
 
 def cpu_has_avx512() -> bool:
-    try:
-        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
-    except (OSError, StopIteration):
-        return False
-    return "avx512f" in flags.split()
+    """Whether OpenBLAS's AVX-512 kernels can run here: plait's own probe (x86-64-v4)."""
+    from plait.backends._kernels_cpu import isa
+
+    return isa.cpu_runs(4)
 
 
 def main(argv=None) -> None:

@@ -127,15 +127,19 @@ cdef extern from *:
     #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
     #include <immintrin.h>
     #define PLAIT_BPMAXOUT_AVX512 1
+    /* Output float q of a group of `lanes` cells belongs to cell q / nP and is piece q % nP. */
+    static void plait_bpmaxout_layout(int32_t *cell, int32_t *piece, int lanes, Py_ssize_t nP) {
+        for (int q = 0; q < lanes * (int)nP; ++q) {
+            cell[q] = q / (int)nP;
+            piece[q] = q % (int)nP;
+        }
+    }
     __attribute__((target("avx512f")))
     static Py_ssize_t plait_bpmaxout_f32_i32_avx512(const float *dY, const int32_t *which,
                                                     float *dX, Py_ssize_t m, Py_ssize_t nP,
                                                     Py_ssize_t *bad) {
         int32_t cell[256], piece[256];
-        for (int q = 0; q < 16 * (int)nP; ++q) {
-            cell[q] = q / (int)nP;
-            piece[q] = q % (int)nP;
-        }
+        plait_bpmaxout_layout(cell, piece, 16, nP);
         const __m512i limit = _mm512_set1_epi32((int)nP);
         Py_ssize_t c = 0, n_bad = 0;
         for (; c + 16 <= m; c += 16) {
@@ -162,10 +166,7 @@ cdef extern from *:
                                                   float *dX, Py_ssize_t m, Py_ssize_t nP,
                                                   Py_ssize_t *bad) {
         int32_t cell[128], piece[128];
-        for (int q = 0; q < 8 * (int)nP; ++q) {
-            cell[q] = q / (int)nP;
-            piece[q] = q % (int)nP;
-        }
+        plait_bpmaxout_layout(cell, piece, 8, nP);
         const __m256i limit = _mm256_set1_epi32((int)nP);
         const __m256i below = _mm256_set1_epi32(-1);
         Py_ssize_t c = 0, n_bad = 0;
@@ -186,19 +187,13 @@ cdef extern from *:
         *bad = n_bad;
         return c;
     }
-    static int plait_has_avx512f(void) {
+    /* The vector width of the maxout backprop this build and CPU run: 16, 8 or 0 (scalar). */
+    static int plait_bpmaxout_lanes(void) {
         static int known = -1;
         if (known < 0) {
             __builtin_cpu_init();
-            known = (PLAIT_ISA_ALLOWS(4) && __builtin_cpu_supports("avx512f")) ? 1 : 0;
-        }
-        return known;
-    }
-    static int plait_has_avx2(void) {
-        static int known = -1;
-        if (known < 0) {
-            __builtin_cpu_init();
-            known = (PLAIT_ISA_ALLOWS(3) && __builtin_cpu_supports("avx2")) ? 1 : 0;
+            known = (PLAIT_ISA_ALLOWS(4) && __builtin_cpu_supports("avx512f")) ? 16
+                    : ((PLAIT_ISA_ALLOWS(3) && __builtin_cpu_supports("avx2")) ? 8 : 0);
         }
         return known;
     }
@@ -210,8 +205,7 @@ cdef extern from *:
     static Py_ssize_t plait_bpmaxout_f32_i32_avx2(const float *dY, const int32_t *which,
                                                   float *dX, Py_ssize_t m, Py_ssize_t nP,
                                                   Py_ssize_t *bad) { *bad = 0; return 0; }
-    static int plait_has_avx512f(void) { return 0; }
-    static int plait_has_avx2(void) { return 0; }
+    static int plait_bpmaxout_lanes(void) { return 0; }
     #endif
     """
     void plait_bps2c_rows_f(const float* dY, float* dX, const int64_t* offs, Py_ssize_t nF,
@@ -221,8 +215,7 @@ cdef extern from *:
                                              Py_ssize_t m, Py_ssize_t nP, Py_ssize_t* bad) nogil
     Py_ssize_t plait_bpmaxout_f32_i32_avx2(const float* dY, const int32_t* which, float* dX,
                                            Py_ssize_t m, Py_ssize_t nP, Py_ssize_t* bad) nogil
-    int plait_has_avx512f() nogil
-    int plait_has_avx2() nogil
+    int plait_bpmaxout_lanes() nogil
     void plait_sum_rows_f(const float* x, float* y, Py_ssize_t n, Py_ssize_t nO) nogil
     void plait_sum_rows_d(const double* x, double* y, Py_ssize_t n, Py_ssize_t nO) nogil
     void plait_bps2c_rows_d(const double* dY, double* dX, const int64_t* offs, Py_ssize_t nF,
@@ -582,9 +575,9 @@ cdef Py_ssize_t _backprop_maxout_block(
     dX += c0 * nP
     if floating is float and index_t is int32_t:
         done = 0
-        if nP <= 16 and plait_has_avx512f():
+        if nP <= 16 and plait_bpmaxout_lanes() == 16:
             done = plait_bpmaxout_f32_i32_avx512(dY, which, dX, m, nP, &bad)
-        elif nP <= 16 and plait_has_avx2():
+        elif nP <= 16 and plait_bpmaxout_lanes() == 8:
             done = plait_bpmaxout_f32_i32_avx2(dY, which, dX, m, nP, &bad)
         if done:
             dY += done
