@@ -14,7 +14,7 @@ The exact rules (candidate order, ties, pruning, what is copied where) are those
 cimport cython
 from cpython.exc cimport PyErr_Occurred, PyErr_WriteUnraisable
 from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Malloc
-from libc.math cimport exp, expf
+from libc.math cimport INFINITY, exp, expf, log
 from libc.string cimport memcpy, memset
 
 from cymem.cymem import Pool
@@ -66,6 +66,97 @@ cdef _Candidate _pop(_Queue* q) noexcept nogil:
         q.items[0] = q.items[q.n]
         _sift_down(q.items, q.n, 0)
     return top
+
+
+
+cdef Py_ssize_t _candidates(Beam self, _Candidate* items, weight_t** scores, int** is_valid) except -1:
+    # The extensions of the live states, unordered, less those min_density prunes; their number.
+    cdef _State* s
+    cdef class_t i, j
+    cdef size_t n = 0, kept, k
+    cdef double top, floor, d, log_floor
+    for i in range(self.size):
+        s = &self._states[i]
+        if s.is_done:
+            # A finished state competes once, its score averaged over its path.
+            items[n].value = s.score + s.score / <weight_t>self.t if self.histories[i] else s.score
+            items[n].index = i * self.nr_class
+            n += 1
+        else:
+            for j in range(self.nr_class):
+                if is_valid[i][j]:
+                    items[n].value = s.score + scores[i][j]
+                    items[n].index = i * self.nr_class + j
+                    n += 1
+    if self.min_density == 0.0 or n == 0:
+        return <Py_ssize_t>n
+    # Drop the candidates whose probability is below min_density times the best one's:
+    # exp(value - top) < min_density. The logarithm decides every candidate clear of the
+    # boundary by a margin far above exp's rounding; exp itself decides the rest, as before.
+    top = items[0].value
+    for k in range(1, n):
+        if items[k].value > top:
+            top = items[k].value
+    floor = self.min_density
+    log_floor = log(floor) if floor > 0.0 else -INFINITY
+    kept = 0
+    for k in range(n):
+        d = <double>items[k].value - top
+        if d >= log_floor + 1e-9 or (not d <= log_floor - 1e-9 and exp(d) >= floor):
+            items[kept] = items[k]
+            kept += 1
+    return <Py_ssize_t>kept
+
+
+cdef inline void _sift_down_worst(_Candidate* heap, size_t n, size_t k) noexcept nogil:
+    # A heap with the candidate that pops last on top.
+    cdef _Candidate item = heap[k]
+    cdef size_t child
+    while True:
+        child = 2 * k + 1
+        if child >= n:
+            break
+        if child + 1 < n and _pops_first(&heap[child], &heap[child + 1]):
+            child += 1
+        if not _pops_first(&item, &heap[child]):
+            break
+        heap[k] = heap[child]
+        k = child
+    heap[k] = item
+
+
+cdef Py_ssize_t _select_best(const _Candidate* items, size_t n, _Candidate* best,
+                             size_t k) noexcept nogil:
+    """The k candidates that pop first, into best[:k] in pop order; their number, or -1 for a NaN.
+
+    One pass with a k-heap instead of a heap of all n: a beam keeps 8-32 of hundreds.
+    """
+    cdef size_t m = 0, j, child, end
+    cdef _Candidate item
+    for j in range(n):
+        item = items[j]
+        if item.value != item.value:
+            return -1  # the heap's order with a NaN is the reference; let it decide
+        if m < k:
+            # Sift up: the worse of parent and item goes up.
+            child = m
+            m += 1
+            while child > 0 and _pops_first(&best[(child - 1) // 2], &item):
+                best[child] = best[(child - 1) // 2]
+                child = (child - 1) // 2
+            best[child] = item
+        elif _pops_first(&item, &best[0]):
+            best[0] = item
+            _sift_down_worst(best, m, 0)
+    # Heap sort: the worst goes to the end, so best[0] pops first.
+    end = m
+    while end > 1:
+        end -= 1
+        item = best[0]
+        best[0] = best[end]
+        best[end] = item
+        _sift_down_worst(best, end, 0)
+    return <Py_ssize_t>m
 
 
 ctypedef int (*_del_noexc_t)(object mem, void* state, void* extra_args) noexcept
@@ -198,37 +289,7 @@ cdef class Beam:
     cdef int _fill(self, void* queue, weight_t** scores, int** is_valid) except -1:
         # The extensions of the live states into `queue` (room for size * nr_class), as a heap.
         cdef _Queue* q = <_Queue*>queue
-        cdef _State* s
-        cdef class_t i, j
-        cdef size_t n = 0, kept
-        cdef double top, floor
-        for i in range(self.size):
-            s = &self._states[i]
-            if s.is_done:
-                # A finished state competes once, its score averaged over its path.
-                q.items[n].value = s.score + s.score / <weight_t>self.t if self.histories[i] else s.score
-                q.items[n].index = i * self.nr_class
-                n += 1
-            else:
-                for j in range(self.nr_class):
-                    if is_valid[i][j]:
-                        q.items[n].value = s.score + scores[i][j]
-                        q.items[n].index = i * self.nr_class + j
-                        n += 1
-        if self.min_density != 0.0 and n:
-            # Drop the candidates whose probability is below min_density times the best one's.
-            top = q.items[0].value
-            for i in range(1, n):
-                if q.items[i].value > top:
-                    top = q.items[i].value
-            floor = self.min_density
-            kept = 0
-            for i in range(n):
-                if exp(<double>q.items[i].value - top) >= floor:
-                    q.items[kept] = q.items[i]
-                    kept += 1
-            n = kept
-        q.n = n
+        q.n = _candidates(self, q.items, scores, is_valid)
         _heapify(q)
         return 0
 
@@ -236,7 +297,7 @@ cdef class Beam:
                      void* extra_args) except -1:
         cdef _Queue q
         q.n = 0
-        q.items = <_Candidate*>PyMem_Malloc((self.size * self.nr_class + 1) * sizeof(_Candidate))
+        q.items = <_Candidate*>PyMem_Malloc((self.size * self.nr_class + 1 + self.width) * sizeof(_Candidate))
         cdef hash_t* seen = <hash_t*>PyMem_Malloc(self.width * sizeof(hash_t))
         if q.items == NULL or seen == NULL:
             PyMem_Free(q.items)
@@ -275,7 +336,15 @@ cdef void _release_states(Beam self) noexcept:
 
 cdef int _extend(Beam self, _Queue* q, trans_func_t transition_func, hash_func_t hash_func,
              void* extra_args, hash_t* seen) except -1:
-    self._fill(q, self.scores, self.is_valid)
+    # The k best candidates in pop order first: a beam keeps `width` of size * nr_class. Only
+    # when duplicates or finished states use them up do the rest come off a heap of all of them.
+    cdef _Candidate* ranked = q.items + self.size * self.nr_class + 1
+    q.n = <size_t>_candidates(self, q.items, self.scores, self.is_valid)
+    cdef Py_ssize_t n_ranked = _select_best(q.items, q.n, ranked, self.width) if q.n else 0
+    cdef size_t taken = 0
+    cdef bint heaped = n_ranked < 0
+    if heaped:
+        _heapify(q)
     if q.n == 0:
         # Left as it was: nothing to extend.
         raise ValueError(
@@ -293,8 +362,23 @@ cdef int _extend(Beam self, _Queue* q, trans_func_t transition_func, hash_func_t
     cdef _State moved
     cdef hash_t key
     cdef bint duplicate
-    while i < self.width and q.n:
-        best = _pop(q)
+    while i < self.width:
+        if not heaped:
+            if taken < <size_t>n_ranked:
+                best = ranked[taken]
+                taken += 1
+            elif <size_t>n_ranked < q.n:
+                _heapify(q)
+                for k in range(taken):
+                    _pop(q)
+                heaped = 1
+                continue
+            else:
+                break
+        elif q.n:
+            best = _pop(q)
+        else:
+            break
         p = best.index // self.nr_class
         clas = best.index % self.nr_class
         parent = &self._parents[p]

@@ -140,6 +140,13 @@ SCENARIOS = {
                               steps=_steps(7, 4, 3, 4, p_valid=1.0), raise_class=2),
     "mixed": dict(nr_class=10, width=8, min_density=0.001, length=10, steps=_steps(8, 12, 8, 10, levels=4),
                   stop_class=9, use_hash=True, hash_mod=50),
+    # spaCy's sizes: hundreds of candidates for a beam of 8 or 32. Plenty of duplicates use up
+    # the best `width` candidates, so the rest must come in the same order as the first ones.
+    "wide_beam_density": dict(nr_class=40, width=32, min_density=0.01, length=12,
+                              steps=_steps(9, 10, 32, 40, spread=2.0, levels=8), stop_class=39,
+                              use_hash=True, hash_mod=400),
+    "duplicates_beyond_the_best": dict(nr_class=30, width=8, min_density=0.0, length=8,
+                                       steps=_steps(10, 8, 8, 30, levels=2), use_hash=True, hash_mod=6),
 }
 
 SEARCH_CODE = r'''
