@@ -67,7 +67,10 @@ QUICK = dict(
 # backprop, through allreduce_grads); nothing (each rank trains alone: what two busy processes
 # cost each other); or mpi4py's Allreduce of a float32 buffer as large as the gradients, with no
 # packing (a timing stand-in for a copy-free reduction: the gradients are not averaged then).
+# "MPI only" is plait's default with PLAIT_DIST_SHM=0: every byte through MPI, as before the
+# shared-memory sums (plait/distributed/_shm.py), which ranks on one machine use by default.
 CONFIGS = (("1 rank", 1, "plait"), ("2 ranks", 2, "plait"), ("2 ranks, overlap off", 2, "plait-off"),
+           ("2 ranks, MPI only", 2, "plait-mpi"),
            ("2 ranks, no allreduce", 2, "none"), ("2 ranks, raw mpi4py Allreduce", 2, "mpi4py"))
 MODELS = (("mlp", "MLP 784-512-512-10"), ("cnn", "text CNN"))
 
@@ -318,8 +321,15 @@ def child_allreduce(p: Dict[str, Any]) -> None:
         backprop(loss_fn.get_grad(Yh, Y))
         return model
 
-    cases = [("MLP gradients", with_grads("mlp")), ("text CNN gradients", with_grads("cnn"))]
-    cases += [(f"{kb:,} KB", blob(kb * 1024)) for kb in p["sizes_kb"]]
+    builders = [("MLP gradients", lambda: with_grads("mlp")), ("text CNN gradients", lambda: with_grads("cnn"))]
+    builders += [(f"{kb:,} KB", lambda kb=kb: blob(kb * 1024)) for kb in p["sizes_kb"]]
+    # Each case twice: the second model goes to a DataParallel on a communicator that moves
+    # every byte through MPI (PLAIT_DIST_SHM=0's path), so the two never share gradient views.
+    cases = [(label, build_case(), build_case()) for label, build_case in builders]
+    from plait.distributed import Communicator
+
+    mpi_only = Communicator()
+    mpi_only._shm_on = False
     # In training the reduction follows backprop, whose working set has pushed the buckets and
     # MPI's shared-memory segments out of the caches; back-to-back calls keep them warm. The
     # "cold" figures overwrite 64 MB before each (single, timed) call of the models' cases.
@@ -346,7 +356,7 @@ def child_allreduce(p: Dict[str, Any]) -> None:
         return out
 
     results = []
-    for label, model in cases:
+    for label, model, twin in cases:
         nv = n_values(model)
         buf = numpy.ones(nv, dtype="float32")
         ibuf = numpy.ones(nv, dtype="float32")
@@ -373,8 +383,9 @@ def child_allreduce(p: Dict[str, Any]) -> None:
         from plait.distributed import DataParallel
 
         dp = DataParallel(model, comm, broadcast=False, overlap=False)
+        dp_mpi = DataParallel(twin, mpi_only, broadcast=False, overlap=False)
 
-        def data_parallel_reduce():
+        def data_parallel_reduce(dp=dp):
             # DataParallel's reduction: the gradients are views of its buckets (after the first
             # call) and were divided by the number of ranks in backprop (said here by hand).
             dp._scaled = True
@@ -383,6 +394,7 @@ def child_allreduce(p: Dict[str, Any]) -> None:
         methods = {
             "plait": lambda: comm.allreduce_grads(model),
             "DataParallel": data_parallel_reduce,
+            "DataParallel, MPI only": lambda: data_parallel_reduce(dp_mpi),
             "mpi4py": lambda: world.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM),
             "Iallreduce+Wait": iallreduce_wait,
             "local copies": local_copies,
@@ -393,7 +405,7 @@ def child_allreduce(p: Dict[str, Any]) -> None:
         t_one = timed(methods["mpi4py"], 2)
         calls = world.bcast(max(2, min(2000, int(p["ar_block_s"] / max(t_one, 1e-7)))), root=0)
         times: Dict[str, List[float]] = {m: [] for m in methods}
-        cold: Dict[str, List[float]] = {m: [] for m in ("plait", "mpi4py")}
+        cold: Dict[str, List[float]] = {m: [] for m in ("plait", "mpi4py", "DataParallel", "DataParallel, MPI only")}
         names = list(methods)
         for b in range(p["ar_blocks"]):
             order = names[b % len(names):] + names[:b % len(names)]
@@ -729,7 +741,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             else:
                 res = run_job(n, "train", {**params, "allreduce": reduce, "overlap": args.overlap,
                                            "models": [k for k, _ in MODELS]},
-                              args.timeout, env)
+                              args.timeout, {**env, "PLAIT_DIST_SHM": "0"} if reduce == "plait-mpi" else env)
             took = time.perf_counter() - t0
             if "error" in res:
                 print(f"[round {r + 1}/{rounds}] {name}: FAILED ({took:.1f} s)\n{res['error']}", flush=True)
@@ -794,8 +806,8 @@ def print_scaling(runs: Dict[str, List[Dict[str, Any]]], medians: Dict[str, Any]
             if r.get("overlap"):
                 sent = r.get("overlapped_buckets")
                 overlap = " (overlap)" if sent is None else f" (overlap, {sent:.0f} early)"
-            what = {"plait": overlap, "plait-off": " (overlap off)", "none": " (no allreduce)",
-                    "mpi4py": " (raw Allreduce)"}[mode]
+            what = {"plait": overlap, "plait-off": " (overlap off)", "plait-mpi": " (MPI only)",
+                    "none": " (no allreduce)", "mpi4py": " (raw Allreduce)"}[mode]
             rows.append([label, f"{n}{what}", f"{r['batch_per_rank']:.0f}", f"{r['ex_per_s']:,.0f}",
                          f"{r['ex_per_cpu_s']:,.0f}",
                          f"{eff:.1%}" if n > 1 else "", f"{eff_cpu:.1%}" if n > 1 else "",
@@ -817,7 +829,9 @@ def print_allreduce(ar_runs: List[Dict[str, Any]]) -> float:
           "Allreduce(IN_PLACE) on a float32 buffer of as many values (median over rounds of the "
           "median block)\n")
     headers = ["buffer", "MB", "tensors", "plait ms", "mpi4py ms", "plait GB/s", "mpi4py GB/s", "plait/mpi4py",
-               "DataParallel ms", "DataParallel/mpi4py", "Iallreduce+Wait ms", "local copies ms", "cold: plait ms", "cold: mpi4py ms", "cold: plait/mpi4py"]
+               "DataParallel ms", "DataParallel/mpi4py", "DataParallel MPI-only ms", "MPI-only/mpi4py",
+               "Iallreduce+Wait ms", "local copies ms", "cold: plait ms", "cold: mpi4py ms", "cold: plait/mpi4py",
+               "cold: DataParallel ms", "cold: DataParallel MPI-only ms"]
     rows = []
     cases = [c["case"] for c in ar_runs[0]["cases"]]
     for i, case in enumerate(cases):
@@ -831,12 +845,15 @@ def print_allreduce(ar_runs: List[Dict[str, Any]]) -> float:
                f"{nbytes / pl / 1e9:.2f}", f"{nbytes / mp / 1e9:.2f}", f"{ratio:.1%}",
                f"{med('DataParallel_s') * 1e3:.3f}",
                f"{statistics.median(c['mpi4py_s'] / c['DataParallel_s'] for c in one):.1%}",
+               f"{med('DataParallel, MPI only_s') * 1e3:.3f}",
+               f"{statistics.median(c['mpi4py_s'] / c['DataParallel, MPI only_s'] for c in one):.1%}",
                f"{med('Iallreduce+Wait_s') * 1e3:.3f}", f"{med('local copies_s') * 1e3:.3f}"]
         if "plait_cold_s" in one[0]:
             cold_ratio = statistics.median(c["mpi4py_cold_s"] / c["plait_cold_s"] for c in one)
-            row += [f"{med('plait_cold_s') * 1e3:.3f}", f"{med('mpi4py_cold_s') * 1e3:.3f}", f"{cold_ratio:.1%}"]
+            row += [f"{med('plait_cold_s') * 1e3:.3f}", f"{med('mpi4py_cold_s') * 1e3:.3f}", f"{cold_ratio:.1%}",
+                    f"{med('DataParallel_cold_s') * 1e3:.3f}", f"{med('DataParallel, MPI only_cold_s') * 1e3:.3f}"]
         else:
-            row += ["", "", ""]
+            row += ["", "", "", "", ""]
         rows.append(row)
     print(_render(headers, rows))
     lat = {k: statistics.median(run["latency_us"][k] for run in ar_runs) for k in ("mpi4py", "plait")}
@@ -855,7 +872,8 @@ def print_allreduce(ar_runs: List[Dict[str, Any]]) -> float:
           f"local float32 sum (numpy.add, 16 MB): {reduce_gbs:.1f} GB/s")
     print("plait/mpi4py = mpi4py time / plait time (1 = as fast as the raw call). plait also reduces one flag "
           "per tensor. 'DataParallel': the reduction as DataParallel does it in training (the gradients are views "
-          "of its buckets and were divided by the number of ranks in backprop: no copy in or out). 'local copies' is the packing into plait's bucket and the scaled copy back out, timed alone "
+          "of its buckets and were divided by the number of ranks in backprop: no copy in or out); on one machine its sums go "
+          "through shared memory, 'MPI only' through MPI (PLAIT_DIST_SHM=0). 'local copies' is the packing into plait's bucket and the scaled copy back out, timed alone "
           "(what plait adds on top of the reduction). 'cold': one call at a time after 64 MB of other memory "
           "traffic, as after a backward pass (back-to-back calls keep the buffers in cache).")
     return reduce_gbs

@@ -17,6 +17,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
+from . import _shm
+
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_BUCKET_MB = 25.0
 
@@ -122,7 +124,7 @@ def _check_array(array: Any, what: str) -> None:
 
 
 class _Bucket:
-    __slots__ = ("dtype", "on_gpu", "items", "n_values", "flags_at", "buffer", "host")
+    __slots__ = ("dtype", "on_gpu", "items", "n_values", "flags_at", "buffer", "host", "shared")
 
     def __init__(self, dtype: numpy.dtype, on_gpu: bool = False) -> None:
         self.dtype = dtype
@@ -132,14 +134,18 @@ class _Bucket:
         self.flags_at: Optional[int] = None
         self.buffer: Optional[Any] = None  # numpy, or cupy for a GPU bucket
         self.host: Optional[numpy.ndarray] = None  # a GPU bucket's staging copy for MPI
+        self.shared: Optional[Any] = None  # _shm.SharedBucket: buffer shared with this machine's ranks
 
 
-def _make_plan(arrays: Sequence[Any], bucket_bytes: int, with_flags: bool, extra: int = 0) -> List[_Bucket]:
+def _make_plan(arrays: Sequence[Any], bucket_bytes: int, with_flags: bool, extra: int = 0,
+               shared: Optional[Any] = None) -> List[_Bucket]:
     """Pack arrays (or (node, name, array) entries) into contiguous buckets of about bucket_bytes.
 
     One dtype and one device (CPU or GPU) per bucket. With with_flags, the last bucket carries
     one value per array after the values: 1 where this rank has a gradient for it, so that the
     ranks agree on which parameters were updated; then `extra` more values for the caller.
+    shared(n_values, dtype): a CPU bucket's buffer in memory shared by the ranks of this
+    machine (a _shm.SharedBucket), or None for a private one; collective, like the plan.
     """
     arrays = [a[2] if isinstance(a, tuple) else a for a in arrays]
     buckets: List[_Bucket] = []
@@ -172,7 +178,8 @@ def _make_plan(arrays: Sequence[Any], bucket_bytes: int, with_flags: bool, extra
 
             bucket.buffer = cupy.empty(total, dtype=bucket.dtype)
         else:
-            bucket.buffer = numpy.empty(total, dtype=bucket.dtype)
+            bucket.shared = shared(total, bucket.dtype) if shared is not None else None
+            bucket.buffer = bucket.shared.buffer if bucket.shared is not None else numpy.empty(total, dtype=bucket.dtype)
     return buckets
 
 
@@ -355,6 +362,9 @@ class Communicator:
         self.local_rank: int = local.Get_rank()
         self.local_size: int = local.Get_size()
         local.Free()
+        # Gradient sums through shared memory when the whole job is on this machine (_shm.py).
+        self._shm_on = (_shm.enabled_by_env() and self.size > 1 and self.local_size == self.size
+                        and os.path.isdir(_shm.SHM_DIR))
         self.timeout = _timeout_from_env() if timeout is None else float(timeout)
         if not self.timeout > 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
@@ -393,6 +403,8 @@ class Communicator:
         # device_done: a callable that says whether work queued on the GPU (NCCL) has finished.
         MPI = self._MPI
         testall = MPI.Request.Testall
+        if any(type(r) is _shm.ShmSum for r in requests):
+            testall = self._test_all
         deadline = time.monotonic() + self.timeout
         spins = 0
         try:
@@ -410,6 +422,10 @@ class Communicator:
                         self._fail_timeout()
         except MPI.Exception as error:
             self._abort(f"{self._doing()} failed: {error.Get_error_string()}. A rank has probably died.")
+
+    def _test_all(self, requests: List[Any]) -> bool:
+        """Whether all `requests` (MPI requests and shared-memory sums) are done; advances them."""
+        return _shm.test_all(requests, self._MPI.Request.Testall)
 
     def _begin(self, what: str) -> None:
         """Name the collective about to be waited for (every rank begins the same ones, in order)."""
@@ -683,8 +699,23 @@ class Communicator:
         if plan is None:
             if len(self._plans) > 16:
                 self._plans.clear()
-            plan = self._plans[key] = _make_plan(arrays, self.bucket_bytes, with_flags)
+            # Sums (with_flags) go through shared memory where they can; broadcasts through MPI.
+            plan = self._plans[key] = _make_plan(arrays, self.bucket_bytes, with_flags,
+                                                 shared=self._shared_bucket if with_flags else None)
         return plan
+
+    def _shared_bucket(self, n_values: int, dtype: numpy.dtype) -> Optional[Any]:
+        """A bucket buffer shared with the other ranks (collective), or None: see _shm.py."""
+        if not self._shm_on:
+            return None
+        what, p2p = self._what, self._p2p
+        try:
+            bucket = _shm.shared_bucket(self, n_values, dtype)
+        finally:
+            self._what, self._p2p = what, p2p
+        if bucket is None:
+            self._shm_on = False  # every rank saw the same failure
+        return bucket
 
     def _check_same_arrays(self, labels: Sequence[str], arrays: Sequence[Any], root: int, what: str) -> None:
         signature = tuple((label, tuple(a.shape), a.dtype.str) for label, a in zip(labels, arrays))
@@ -720,6 +751,8 @@ class Communicator:
             bucket.buffer.get(out=bucket.host)
             buffer = bucket.host
         if op == "sum":
+            if bucket.shared is not None:
+                return [bucket.shared.start()]
             return [self._comm.Iallreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)]
         return [self._comm.Ibcast(buffer, root=op)]
 

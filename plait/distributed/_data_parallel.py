@@ -197,7 +197,8 @@ class _Layout:
         self.labels = _labels(self.entries)
         self.signature = self._signature(entries)
         # Flags, then two counters: ranks whose gradients were divided by size, and raw ones.
-        self.plan = _make_plan(self.like, comm.bucket_bytes, with_flags=True, extra=2)
+        self.plan = _make_plan(self.like, comm.bucket_bytes, with_flags=True, extra=2,
+                               shared=getattr(comm, "_shared_bucket", None))
         for bucket in self.plan:
             bucket.buffer[...] = 0  # zero gradients until the first ones arrive (see _has_raw_gradients)
         last = self.plan[-1]
@@ -300,7 +301,7 @@ class _OverlapSession:
         if self.got[index] == self.runs.get(model_id, 0):
             self._advance()
         elif self.requests:
-            self.comm._MPI.Request.Testall(self.requests)  # let posted reductions progress
+            self.comm._test_all(self.requests)  # let posted reductions progress
 
     # --- posting -------------------------------------------------------------------------
 
@@ -349,7 +350,7 @@ class _OverlapSession:
         while self.posted < len(self.plan) - 1 and self._ready(self.posted):
             self._post(self.posted)
         if self.requests:
-            self.comm._MPI.Request.Testall(self.requests)
+            self.comm._test_all(self.requests)
 
     def finish(self, scaled: Optional[bool]) -> int:
         """Send what is left, wait, and leave the means in place; returns how many buckets overlapped.

@@ -32,13 +32,14 @@ def test_quick_run_prints_scaling_allreduce_and_cost_model(mpi, tmp_path):
     out = proc.stdout
     assert "FAILED" not in out, out[-3000:]
 
-    # Scaling: each model on 1 rank and on 2 ranks four ways (plait's default, overlap off, no
-    # allreduce, a raw one); an efficiency (a percentage) on the 2-rank rows, positive throughputs.
+    # Scaling: each model on 1 rank and on 2 ranks five ways (plait's default, overlap off, MPI
+    # only, no allreduce, a raw one); an efficiency (a percentage) on the 2-rank rows, positive
+    # throughputs.
     head, rows = table_after(out, "Weak scaling")
-    assert _col(head, rows, "model") == ["MLP 784-512-512-10"] * 5 + ["text CNN"] * 5
+    assert _col(head, rows, "model") == ["MLP 784-512-512-10"] * 6 + ["text CNN"] * 6
     # "2 (overlap, k early)" where plait's DataParallel overlaps by default.
     ranks = [re.sub(r" \(overlap, .*\)$", "", r) for r in _col(head, rows, "ranks")]
-    assert ranks == ["1", "2", "2 (overlap off)", "2 (no allreduce)", "2 (raw Allreduce)"] * 2, rows
+    assert ranks == ["1", "2", "2 (overlap off)", "2 (MPI only)", "2 (no allreduce)", "2 (raw Allreduce)"] * 2, rows
     for col in ("ex/s", "ex/CPU-s"):
         assert all(float(v.replace(",", "")) > 0 for v in _col(head, rows, col)), rows
     for row in rows:
@@ -49,7 +50,8 @@ def test_quick_run_prints_scaling_allreduce_and_cost_model(mpi, tmp_path):
     # Allreduce: plait and mpi4py times, rates and their ratio for every buffer.
     head, rows = table_after(out, "Gradient allreduce")
     assert _col(head, rows, "buffer") == ["MLP gradients", "text CNN gradients", "4 KB", "1,024 KB"]
-    for col in ("plait ms", "mpi4py ms", "plait GB/s", "mpi4py GB/s", "local copies ms"):
+    for col in ("plait ms", "mpi4py ms", "plait GB/s", "mpi4py GB/s", "local copies ms", "DataParallel ms",
+                "DataParallel MPI-only ms"):
         assert all(float(v) > 0 for v in _col(head, rows, col)), (col, rows)
     assert all(re.fullmatch(NUMBER + "%", v) for v in _col(head, rows, "plait/mpi4py")), rows
     assert all(re.fullmatch(NUMBER + "%", v) for v in _col(head, rows[:2], "cold: plait/mpi4py")), rows

@@ -25,6 +25,9 @@ def main():
     entries = __import__("plait.distributed._comm", fromlist=["x"])._param_entries(model)
     plan = comm._plan([param for _node, _name, param in entries], True)
     assert len(plan) >= 3 and {b.dtype.str for b in plan} == {"<f4", "<f8"}, [(b.dtype, b.n_values) for b in plan]
+    # Both ranks run on this machine: the buckets are shared memory unless PLAIT_DIST_SHM=0.
+    want_shared = __import__("os").environ.get("PLAIT_DIST_SHM", "1") != "0"
+    assert all((b.shared is not None) == want_shared for b in plan), [b.shared for b in plan]
 
     def grad_value(r, i, name, shape, dtype):
         return (numpy.arange(numpy.prod(shape)).reshape(shape) * (r + 1) + 7 * i + len(name)).astype(dtype)

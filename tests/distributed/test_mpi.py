@@ -27,13 +27,18 @@ def _train(n, batch, steps, out, model="mlp", **extra):
     return numpy.load(out)
 
 
+# The two ways a sum can go between ranks of one machine: shared memory (the default) and MPI.
+SHM = pytest.mark.parametrize("shm", ["1", "0"], ids=["shm", "mpi-only"])
+
+
+@SHM
 @pytest.mark.parametrize(
     "model,bucket_mb", [("mlp", "25"), ("mlp", "0.001"), ("textcnn", "25")],
     ids=["mlp-one-bucket", "mlp-many-buckets", "textcnn"],
 )
-def test_two_ranks_match_one_rank_with_twice_the_batch(mpi, tmp_path, model, bucket_mb):
+def test_two_ranks_match_one_rank_with_twice_the_batch(mpi, tmp_path, model, bucket_mb, shm):
     one = _train(1, 16, 50, tmp_path / "one.npz", model)
-    two = _train(2, 8, 50, tmp_path / "two.npz", model, PLAIT_DIST_BUCKET_MB=bucket_mb)
+    two = _train(2, 8, 50, tmp_path / "two.npz", model, PLAIT_DIST_BUCKET_MB=bucket_mb, PLAIT_DIST_SHM=shm)
     assert sorted(one.files) == sorted(two.files)
     for key in one.files:
         if key == "loss":
@@ -55,19 +60,30 @@ def test_two_ranks_differ_from_one_rank_with_the_same_per_rank_batch(mpi, tmp_pa
     assert any(not numpy.allclose(one[k], two[k], rtol=1e-3) for k in one.files if k != "loss")
 
 
-def test_collectives_give_the_means_sums_and_objects_they_must(mpi):
+@SHM
+def test_collectives_give_the_means_sums_and_objects_they_must(mpi, shm):
     # Tiny buckets: several per dtype; float32 and float64 params; a gradient on one rank only;
     # a parameter with no gradient anywhere; bcast_params of different models refused.
+    before = _shm_files()
     cmd = launch(2, [str(WORKER.with_name("_unit_worker.py"))])
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env(PLAIT_DIST_BUCKET_MB="0.001"))
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                            env=env(PLAIT_DIST_BUCKET_MB="0.001", PLAIT_DIST_SHM=shm))
     assert result.returncode == 0, result.stderr[-3000:]
+    assert _shm_files() <= before, "shared-memory files left behind"
     # The two ranks' lines can interleave in the launcher's output (no newline between them).
     assert sorted(re.findall(r"ok \d", result.stdout)) == ["ok 0", "ok 1"], result.stdout
 
 
+def _shm_files():
+    shm = Path("/dev/shm")
+    return {p.name for p in shm.glob("plait-dist-*")} if shm.is_dir() else set()
+
+
+@SHM
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "hung"])
-def test_a_dead_or_hung_rank_makes_the_other_exit_naming_it(mpi, tmp_path, sig):
-    returncode, elapsed, stderr, survivor = signal_rank_1(WORKER, tmp_path / "pid", sig, env(PLAIT_DIST_TIMEOUT="3"))
+def test_a_dead_or_hung_rank_makes_the_other_exit_naming_it(mpi, tmp_path, sig, shm):
+    returncode, elapsed, stderr, survivor = signal_rank_1(WORKER, tmp_path / "pid", sig,
+                                                          env(PLAIT_DIST_TIMEOUT="3", PLAIT_DIST_SHM=shm))
     assert returncode != 0
     assert elapsed < 60
     assert "plait.distributed: rank 0 of 2:" in stderr, (returncode, elapsed, stderr[-3000:], state(survivor))
