@@ -631,6 +631,20 @@ def test_lstm_matches_thinc_forward():
         numpy.testing.assert_allclose(Yp.data, Yt.data, atol=1e-6)
 
 
+def test_lstm_gradients_are_zero_for_a_zero_output_gradient():
+    # Backprop is linear in dY. (thinc 8.3.14's LSTM returns a non-zero parameter gradient here,
+    # norm ~7.9 for this model: under a zero-initialised Softmax, whose first backprop sends zeros,
+    # that noise moves thinc's LSTM before any signal arrives; bench/README.md, the tagger's
+    # batch-256 cells. plait keeps the exact gradient.)
+    rng = _rng(5)
+    model = LSTM(8, 4, bi=True, depth=2).initialize()
+    Xp = model.ops.list2padded([rng.normal(size=(n, 4)).astype("f") for n in (5, 3, 7)])
+    Y, backprop = model.begin_update(Xp)
+    dX = backprop(Padded(numpy.zeros_like(Y.data), Y.size_at_t, Y.lengths, Y.indices))
+    assert not numpy.any(model.get_grad("LSTM"))
+    assert not numpy.any(dX.data)
+
+
 def test_lstm_init_dropout_and_errors():
     with pytest.raises(ValueError, match="depth"):
         LSTM(4, 3, depth=0)
