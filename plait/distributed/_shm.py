@@ -157,9 +157,19 @@ def create_mapping(comm: Any, nbytes: int) -> Optional[mmap.mmap]:
         try:
             fd, path = tempfile.mkstemp(prefix="plait-dist-", dir=SHM_DIR)
             os.ftruncate(fd, nbytes)
+            if hasattr(os, "posix_fallocate"):
+                # Reserve the pages now: a full /dev/shm (64 MB in a default Docker container)
+                # would otherwise kill the first rank to touch a missing page with SIGBUS.
+                os.posix_fallocate(fd, 0, nbytes)
         except OSError as exc:
             error = f"{SHM_DIR}: {exc}"
-            path = None
+            if path is not None:
+                try:
+                    os.close(fd)
+                    os.unlink(path)
+                except OSError:
+                    pass
+            fd, path = -1, None
     path = comm.bcast(path, root=0)
     mapping: Optional[mmap.mmap] = None
     if path is not None:

@@ -120,3 +120,44 @@ def test_a_bad_switch_is_refused_naming_it(monkeypatch):
     monkeypatch.setenv("PLAIT_DIST_SHM", "maybe")
     with pytest.raises(ValueError, match="PLAIT_DIST_SHM.*'maybe'"):
         _shm.enabled_by_env()
+
+
+class _OneRank:
+    """The two collectives create_mapping uses, for a world of one rank."""
+
+    rank, size = 0, 1
+
+    def bcast(self, obj, root=0):
+        return obj
+
+    def allreduce_scalar(self, value, op="sum"):
+        return value
+
+
+def test_the_mapping_is_unlinked_once_mapped(monkeypatch, tmp_path):
+    monkeypatch.setattr(_shm, "SHM_DIR", str(tmp_path))
+    mapping = _shm.create_mapping(_OneRank(), 8192)
+    assert mapping is not None and len(mapping) == 8192
+    assert list(tmp_path.iterdir()) == []  # nothing left behind, whatever happens next
+    mapping[:4] = b"abcd"
+    assert mapping[:4] == b"abcd"
+
+
+def test_no_shared_memory_means_none_and_a_warning_naming_why(monkeypatch, tmp_path):
+    missing = tmp_path / "no-such-dir"
+    monkeypatch.setattr(_shm, "SHM_DIR", str(missing))
+    with pytest.warns(RuntimeWarning, match="no-such-dir.*gradients go through MPI"):
+        assert _shm.create_mapping(_OneRank(), 8192) is None
+
+
+def test_a_full_shm_is_refused_up_front_not_by_sigbus(monkeypatch, tmp_path):
+    import os
+
+    def full(fd, offset, length):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_shm, "SHM_DIR", str(tmp_path))
+    monkeypatch.setattr(os, "posix_fallocate", full, raising=False)
+    with pytest.warns(RuntimeWarning, match="No space left"):
+        assert _shm.create_mapping(_OneRank(), 1 << 20) is None
+    assert list(tmp_path.iterdir()) == []
