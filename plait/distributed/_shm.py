@@ -127,23 +127,17 @@ class ShmSum:
 
     def Test(self) -> bool:
         b = self.bucket
-        sync = b._sync
-        if self.phase == _READY:
-            if not sync.all_reached(b._addr[_READY], b.size, _LINE, self.seq):
+        while self.phase <= _COPIED:
+            # Every rank has reached this phase: do what follows it, then say so.
+            if not b._sync.all_reached(b._addr[self.phase], b.size, _LINE, self.seq):
                 return False
-            b._sum_own_slice()
-            sync.publish(b._addr[_SUMMED] + b.rank * _LINE, self.seq)
-            self.phase = _SUMMED
-        if self.phase == _SUMMED:
-            if not sync.all_reached(b._addr[_SUMMED], b.size, _LINE, self.seq):
-                return False
-            b._copy_other_slices()
-            sync.publish(b._addr[_COPIED] + b.rank * _LINE, self.seq)
-            self.phase = _COPIED
-        if self.phase == _COPIED:
-            if not sync.all_reached(b._addr[_COPIED], b.size, _LINE, self.seq):
-                return False
-            self.phase = 3
+            if self.phase == _READY:
+                b._sum_own_slice()
+            elif self.phase == _SUMMED:
+                b._copy_other_slices()
+            self.phase += 1
+            if self.phase <= _COPIED:
+                b._sync.publish(b._addr[self.phase] + b.rank * _LINE, self.seq)
         return True
 
 

@@ -36,16 +36,22 @@ cdef inline bint _pops_first(const _Candidate* a, const _Candidate* b) noexcept 
     return a.value > b.value or (a.value == b.value and a.index > b.index)
 
 
-cdef void _sift_down(_Candidate* heap, size_t n, size_t k) noexcept nogil:
+cdef inline bint _above(const _Candidate* a, const _Candidate* b, bint worst_on_top) noexcept nogil:
+    # Whether a belongs above b in a heap of the candidate that pops first (or, with
+    # worst_on_top, of the one that pops last).
+    return _pops_first(b, a) if worst_on_top else _pops_first(a, b)
+
+
+cdef inline void _sift_down(_Candidate* heap, size_t n, size_t k, bint worst_on_top) noexcept nogil:
     cdef _Candidate item = heap[k]
     cdef size_t child
     while True:
         child = 2 * k + 1
         if child >= n:
             break
-        if child + 1 < n and _pops_first(&heap[child + 1], &heap[child]):
+        if child + 1 < n and _above(&heap[child + 1], &heap[child], worst_on_top):
             child += 1
-        if not _pops_first(&heap[child], &item):
+        if not _above(&heap[child], &item, worst_on_top):
             break
         heap[k] = heap[child]
         k = child
@@ -56,7 +62,7 @@ cdef void _heapify(_Queue* q) noexcept nogil:
     cdef size_t k = q.n // 2
     while k > 0:
         k -= 1
-        _sift_down(q.items, q.n, k)
+        _sift_down(q.items, q.n, k, 0)
 
 
 cdef _Candidate _pop(_Queue* q) noexcept nogil:
@@ -64,7 +70,7 @@ cdef _Candidate _pop(_Queue* q) noexcept nogil:
     q.n -= 1
     if q.n:
         q.items[0] = q.items[q.n]
-        _sift_down(q.items, q.n, 0)
+        _sift_down(q.items, q.n, 0, 0)
     return top
 
 
@@ -108,23 +114,6 @@ cdef Py_ssize_t _candidates(Beam self, _Candidate* items, weight_t** scores, int
     return <Py_ssize_t>kept
 
 
-cdef inline void _sift_down_worst(_Candidate* heap, size_t n, size_t k) noexcept nogil:
-    # A heap with the candidate that pops last on top.
-    cdef _Candidate item = heap[k]
-    cdef size_t child
-    while True:
-        child = 2 * k + 1
-        if child >= n:
-            break
-        if child + 1 < n and _pops_first(&heap[child], &heap[child + 1]):
-            child += 1
-        if not _pops_first(&item, &heap[child]):
-            break
-        heap[k] = heap[child]
-        k = child
-    heap[k] = item
-
-
 cdef Py_ssize_t _select_best(const _Candidate* items, size_t n, _Candidate* best,
                              size_t k) noexcept nogil:
     """The k candidates that pop first, into best[:k] in pop order; their number, or -1 for a NaN.
@@ -147,7 +136,7 @@ cdef Py_ssize_t _select_best(const _Candidate* items, size_t n, _Candidate* best
             best[child] = item
         elif _pops_first(&item, &best[0]):
             best[0] = item
-            _sift_down_worst(best, m, 0)
+            _sift_down(best, m, 0, 1)
     # Heap sort: the worst goes to the end, so best[0] pops first.
     end = m
     while end > 1:
@@ -155,7 +144,7 @@ cdef Py_ssize_t _select_best(const _Candidate* items, size_t n, _Candidate* best
         item = best[0]
         best[0] = best[end]
         best[end] = item
-        _sift_down_worst(best, end, 0)
+        _sift_down(best, end, 0, 1)
     return <Py_ssize_t>m
 
 
