@@ -362,9 +362,12 @@ class Communicator:
         self.local_rank: int = local.Get_rank()
         self.local_size: int = local.Get_size()
         local.Free()
-        # Gradient sums through shared memory when the whole job is on this machine (_shm.py).
-        self._shm_on = (_shm.enabled_by_env() and self.size > 1 and self.local_size == self.size
-                        and os.path.isdir(_shm.SHM_DIR))
+        # Gradient sums through shared memory when the whole job is on this machine (_shm.py),
+        # on every rank or none (a rank with PLAIT_DIST_SHM=0 turns it off for all: making the
+        # shared buckets is collective).
+        shm_here = (_shm.enabled_by_env() and self.size > 1 and self.local_size == self.size
+                    and os.path.isdir(_shm.SHM_DIR))
+        self._shm_on = bool(self._comm.allreduce(int(shm_here), op=MPI.MIN)) if self.size > 1 else False
         self.timeout = _timeout_from_env() if timeout is None else float(timeout)
         if not self.timeout > 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")

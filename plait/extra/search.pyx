@@ -74,7 +74,6 @@ cdef _Candidate _pop(_Queue* q) noexcept nogil:
     return top
 
 
-
 cdef Py_ssize_t _candidates(Beam self, _Candidate* items, weight_t** scores, int** is_valid) except -1:
     # The extensions of the live states, unordered, less those min_density prunes; their number.
     cdef _State* s

@@ -130,6 +130,27 @@ def test_a_recv_from_a_dead_hung_or_elsewhere_rank_names_it(mpi, how):
         assert mine in stderr and "rank 0 did not answer" in stderr, stderr[-3000:]
 
 
+_SHM_AGREEMENT = """
+import numpy
+from plait.distributed import get_communicator
+comm = get_communicator()
+means = comm.allreduce_mean([numpy.full(5, comm.rank + 1.0, "f")], [numpy.zeros(5, "f")])
+assert numpy.all(means[0] == 1.5), means
+plan = next(iter(comm._plans.values()))
+print(f"rank {comm.rank}: shm={comm._shm_on} shared={plan[0].shared is not None}", flush=True)
+"""
+
+
+def test_a_rank_with_shared_memory_off_turns_it_off_for_all(mpi):
+    # Making a shared bucket is collective: ranks that disagreed would pair the wrong messages.
+    python = launch(1, ["-c", _SHM_AGREEMENT])[4:]  # the same python and arguments for each rank
+    cmd = [launch(1, [])[0], "-n", "1", "-env", "PLAIT_DIST_SHM", "0", *python, ":", "-n", "1", *python]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env())
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(re.findall(r"rank \d: shm=\w+ shared=\w+", result.stdout)) == [
+        "rank 0: shm=False shared=False", "rank 1: shm=False shared=False"], result.stdout
+
+
 def test_one_process_world_needs_no_mpi(tmp_path):
     # Without a launcher the same script runs alone and never imports mpi4py.
     code = (
