@@ -26,6 +26,10 @@ DEFAULT_BUCKET_MB = 25.0
 # (hydra: PMI_*), Open MPI (OMPI_*), PMIx-based launchers (PMIX_RANK), Slurm's srun with PMI2.
 _LAUNCHER_VARS = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS")
 
+# Bucket plans a Communicator keeps (each holds its buffers: at most a copy of the gradients
+# of the models it reduces, per layout).
+_MAX_PLANS = 256
+
 _TAG_PING = 31001
 _TAG_PONG = 31002
 
@@ -381,7 +385,8 @@ class Communicator:
         self._seq = 0  # collectives begun: every rank counts the same ones
         self._what = ""
         self._p2p = False  # whether _what is a point-to-point message (which _seq does not count)
-        self._plans: Dict[Tuple, List[_Bucket]] = {}
+        # Bucket plans by array shapes, least recently used first (see _plan).
+        self._plans: "collections.OrderedDict[Tuple, List[_Bucket]]" = collections.OrderedDict()
         self._pongs_out: List[Any] = []
 
     def __repr__(self) -> str:
@@ -699,9 +704,14 @@ class Communicator:
     def _plan(self, arrays: Sequence[Any], with_flags: bool) -> List[_Bucket]:
         key = (with_flags, tuple((tuple(a.shape), a.dtype.str, _on_gpu(a)) for a in arrays))
         plan = self._plans.get(key)
-        if plan is None:
-            if len(self._plans) > 16:
-                self._plans.clear()
+        if plan is not None:
+            self._plans.move_to_end(key)
+        else:
+            # Room for one plan per parameter shape of big models (ChainerMN's `naive` reduces
+            # each parameter alone): a shared bucket costs collectives and a file to make, so
+            # a plan must not be dropped and remade every step. Every rank evicts the same one.
+            if len(self._plans) >= _MAX_PLANS:
+                self._plans.popitem(last=False)
             # Sums (with_flags) go through shared memory where they can; broadcasts through MPI.
             plan = self._plans[key] = _make_plan(arrays, self.bucket_bytes, with_flags,
                                                  shared=self._shared_bucket if with_flags else None)

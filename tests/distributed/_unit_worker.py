@@ -271,6 +271,26 @@ def main():
     assert comm.allgather(rank * 10) == [0, 10]
     assert comm.bcast({"from": rank}, root=1) == {"from": 1}
     comm.barrier()
+
+    # One parameter at a time (ChainerMN's naive communicator), more shapes than the old plan
+    # cache held: the second step makes no new buckets (no shared mapping made again).
+    from plait.distributed import _shm
+
+    made = []
+    create = _shm.create_mapping
+    _shm.create_mapping = lambda *a, **k: made.append(1) or create(*a, **k)
+    try:
+        shapes = [(i + 1, 3) for i in range(40)]
+        for step in range(2):
+            before = len(made)
+            for shape in shapes:
+                g = numpy.full(shape, rank + 1.0, "f")
+                assert numpy.all(comm.allreduce_mean([g], [g])[0] == 1.5)
+            if step == 1:
+                assert len(made) == before, (before, len(made))
+        assert len(made) == (40 if want_shared else 0), len(made)
+    finally:
+        _shm.create_mapping = create
     print(f"ok {rank}", flush=True)
 
 
