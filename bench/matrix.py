@@ -17,6 +17,11 @@ tagger's BiLSTM output width as a multiple of the embedding width (--tagger-hidd
 1,2: hidden = 1x or 2x width; the default tagger is width 64, hidden 128). The tagger's Embed
 has one row per training-set word, which the data fixes.
 
+Training length: the MLP and the text CNN train their scripts' one epoch. The tagger trains at
+least --tagger-min-updates updates (default 60, about one epoch at batch 64): at batch 256 one
+epoch of its 3,941 sentences is 16 updates, after which no library has learned more than the
+majority tag, so its accuracy would compare noise. Throughput counts every epoch.
+
 A long matrix can run in pieces: --resume-json PATH reads the cells measured before (same
 model, width, batch, setting, rounds, threads and --quick, with every requested peer present),
 skips them, and writes the file again after every new cell; --report-only prints the
@@ -77,6 +82,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--tagger-hidden", default=None,
                    help=f"tagger BiLSTM width as multiples of --width (default "
                         f"{FULL['tagger_hidden']}; --quick {QUICK['tagger_hidden']})")
+    p.add_argument("--tagger-min-updates", type=int, default=60,
+                   help="the tagger trains more epochs where one epoch makes fewer updates "
+                        "than this (default 60; 0: one epoch at every batch size)")
     p.add_argument("--rounds", type=int, default=3,
                    help="alternating rounds per cell; medians (default 3; --quick: 1)")
     p.add_argument("--peers", default="thinc91,torch",
@@ -119,21 +127,24 @@ def plan_cells(args: argparse.Namespace) -> List[Dict[str, Any]]:
         for width in widths:
             for batch in batch_sizes:
                 for value in settings[model]:
+                    cell = {"model": model, "width": width, "batch": batch, "setting": value}
                     if model == "tagger":
-                        value = value * width  # hidden = multiple of the width
-                    cells.append({"model": model, "width": width, "batch": batch,
-                                  "setting": value})
+                        cell["setting"] = value * width  # hidden = multiple of the width
+                        cell["min_updates"] = args.tagger_min_updates
+                    cells.append(cell)
     return cells
 
 
 def cell_key(cell: Dict[str, Any], args: argparse.Namespace) -> Tuple:
     return (cell["model"], cell["width"], cell["batch"], cell["setting"],
-            1 if args.quick else args.rounds, args.threads, bool(args.quick))
+            1 if args.quick else args.rounds, args.threads, bool(args.quick),
+            cell.get("min_updates", 0))
 
 
 def stored_key(c: Dict[str, Any]) -> Tuple:
+    # Cells stored before --tagger-min-updates existed trained one epoch: min_updates 0.
     return (c["model"], c["width"], c["batch"], c["setting"], c["rounds"], c["threads"],
-            bool(c["quick"]))
+            bool(c["quick"]), c.get("min_updates", 0))
 
 
 def cell_label(cell: Dict[str, Any]) -> str:
@@ -153,6 +164,8 @@ def run_cell(cell: Dict[str, Any], args: argparse.Namespace, peers: str) -> Dict
                "--json", str(out_json)]
         if setting:
             cmd += [setting[1], str(cell["setting"])]
+        if cell.get("min_updates"):
+            cmd += ["--min-updates", str(cell["min_updates"])]
         if args.quick:
             cmd.append("--quick")
         env = dict(os.environ)

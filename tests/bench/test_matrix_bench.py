@@ -63,6 +63,12 @@ def test_quick_matrix_prints_tables_and_resumes(tmp_path):
         assert c["quick"] is True and c["rounds"] == 1
         assert c["result"]["medians"]["plait"]["train_per_cpu_s"] > 0
         assert c["figures"]["per_cpu_s"]["plait"] > 0
+    # The tagger trains at least 60 updates: --quick has 96 sentences, so batch 16 makes 6 an
+    # epoch (10 epochs) and batch 64 makes 2 (30 epochs).
+    epochs = {c["batch"]: c["result"]["medians"]["plait"]["epochs"]
+              for c in cells if c["model"] == "tagger"}
+    assert epochs == {16: 10, 64: 30}, epochs
+    assert all(c["min_updates"] == 60 for c in cells if c["model"] == "tagger")
 
     # Resuming from the file measures no cell again and prints the same tables.
     again = _run("--resume-json", str(out_json))
@@ -77,3 +83,19 @@ def test_unknown_model_is_refused():
     proc = _run("--models", "mlp,resnet")
     assert proc.returncode != 0
     assert "resnet" in proc.stderr and "textcat" in proc.stderr
+
+
+def test_tagger_epochs_cover_the_minimum_updates():
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        from lstm_tagger import epochs_for
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    # 3,941 sentences: 247 updates an epoch at batch 16, 62 at 64, 16 at 256.
+    assert epochs_for({"batch": 16, "epochs": 1, "min_updates": 60}, 3941) == 1
+    assert epochs_for({"batch": 64, "epochs": 1, "min_updates": 60}, 3941) == 1
+    assert epochs_for({"batch": 256, "epochs": 1, "min_updates": 60}, 3941) == 4
+    assert epochs_for({"batch": 256, "epochs": 1, "min_updates": 64}, 3941) == 4
+    assert epochs_for({"batch": 256, "epochs": 1, "min_updates": 65}, 3941) == 5
+    assert epochs_for({"batch": 256, "epochs": 6, "min_updates": 60}, 3941) == 6
+    assert epochs_for({"batch": 256, "epochs": 1, "min_updates": 0}, 3941) == 1
