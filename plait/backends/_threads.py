@@ -274,21 +274,16 @@ def _probe_serial_libs() -> None:
             _serial_libs.append(lib)
 
 
-def serial_guard_addresses(private=None) -> tuple:
-    """Addresses of the thread-count functions (get, set) of SciPy's OpenBLAS and of `private`.
+def serial_guard_addresses(private=None, table=None) -> tuple:
+    """Addresses of the thread-count functions (get, set) of `table` and of `private`.
 
-    For compiled code that makes products itself (plait.backends.cblas): it holds the BLAS to
-    one thread for a product below SERIAL_WORK, as `serial_blas` does. Zeros where unknown.
+    For compiled code that makes products itself (plait.backends.cblas): `table` is the
+    OpenBLAS behind its routines (numpy's or SciPy's), `private` plait's own, both ctypes
+    libraries or None. It holds the BLAS to one thread for a product below SERIAL_WORK, as
+    `serial_blas` does. Zeros where unknown.
     """
     found = []
-    try:
-        import scipy.linalg  # noqa: F401 - SciPy's BLAS loads with it
-
-        import scipy
-        scipy_lib = _openblas_of(scipy)
-    except ImportError:
-        scipy_lib = None
-    for dynlib in (scipy_lib, private):
+    for dynlib in (table, private):
         lib = _OpenBLAS(dynlib) if dynlib is not None else None
         if lib is None or lib.get is None:
             found += [0, 0]

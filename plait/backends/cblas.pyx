@@ -5,21 +5,147 @@ The table holds row-major (C order) gemm/axpy/scal pointers. plait's Cython code
 `from plait.backends.cblas cimport CBlas, sgemm` and calls `sgemm(cblas)(...)` without the GIL;
 Python code can use `CBlas.gemm` / `CBlas.axpy` for the same routines.
 
-The routines are those of the BLAS that SciPy ships (Fortran interface, called with swapped
-operands), except float32 products once plait has loaded its private OpenBLAS (_blas.py): then
-they go where NumpyOps.gemm sends them. Both BLAS copies obey plait's thread count (_threads.py).
+The routines are those of the OpenBLAS numpy ships (its wheels export an ILP64 CBLAS), so that
+they compute what NumpyOps.gemm computes and importing this module (which spaCy does at `import
+spacy`) loads nothing else; where numpy's BLAS exports no such routines (another numpy build),
+those of the BLAS that SciPy ships (Fortran interface, called with swapped operands), imported
+at the first table. Float32 products go to plait's private OpenBLAS once _blas.py has loaded it,
+where NumpyOps.gemm sends them. Every BLAS obeys plait's thread count (_threads.py).
 
 Code compiled against thinc (spaCy) reaches the same table through `__pyx_capi__`, whose
 capsules carry thinc's signature strings (see the end of this file and
 ../shared/spec/spacy-c-abi.md, 3.1).
 """
+import threading
+
 import numpy
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from cpython.pycapsule cimport PyCapsule_New
-from libc.stdint cimport uintptr_t
-from scipy.linalg.cython_blas cimport sgemm as f_sgemm, dgemm as f_dgemm
-from scipy.linalg.cython_blas cimport saxpy as f_saxpy, daxpy as f_daxpy
-from scipy.linalg.cython_blas cimport sscal as f_sscal, dscal as f_dscal
+from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer, PyCapsule_New
+from libc.stdint cimport int64_t, uintptr_t
+
+
+# numpy's OpenBLAS: the CBLAS interface with 64-bit sizes (scipy_cblas_*64_).
+ctypedef void (*_n_sgemm_t)(int order, int transA, int transB, int64_t M, int64_t N, int64_t K,
+                            float alpha, const float* A, int64_t lda, const float* B, int64_t ldb,
+                            float beta, float* C, int64_t ldc) noexcept nogil
+ctypedef void (*_n_dgemm_t)(int order, int transA, int transB, int64_t M, int64_t N, int64_t K,
+                            double alpha, const double* A, int64_t lda, const double* B,
+                            int64_t ldb, double beta, double* C, int64_t ldc) noexcept nogil
+ctypedef void (*_n_saxpy_t)(int64_t N, float alpha, const float* X, int64_t incX, float* Y,
+                            int64_t incY) noexcept nogil
+ctypedef void (*_n_daxpy_t)(int64_t N, double alpha, const double* X, int64_t incX, double* Y,
+                            int64_t incY) noexcept nogil
+ctypedef void (*_n_sscal_t)(int64_t N, float alpha, float* X, int64_t incX) noexcept nogil
+ctypedef void (*_n_dscal_t)(int64_t N, double alpha, double* X, int64_t incX) noexcept nogil
+
+# SciPy's BLAS (scipy.linalg.cython_blas): the Fortran interface, every argument by pointer.
+ctypedef void (*_f_sgemm_t)(char* transa, char* transb, int* m, int* n, int* k, float* alpha,
+                            float* a, int* lda, float* b, int* ldb, float* beta, float* c,
+                            int* ldc) noexcept nogil
+ctypedef void (*_f_dgemm_t)(char* transa, char* transb, int* m, int* n, int* k, double* alpha,
+                            double* a, int* lda, double* b, int* ldb, double* beta, double* c,
+                            int* ldc) noexcept nogil
+ctypedef void (*_f_saxpy_t)(int* n, float* alpha, float* x, int* incx, float* y, int* incy) noexcept nogil
+ctypedef void (*_f_daxpy_t)(int* n, double* alpha, double* x, int* incx, double* y, int* incy) noexcept nogil
+ctypedef void (*_f_sscal_t)(int* n, float* alpha, float* x, int* incx) noexcept nogil
+ctypedef void (*_f_dscal_t)(int* n, double* alpha, double* x, int* incx) noexcept nogil
+
+# Set once, by _resolve_routines() at the first table, before any routine can be called: one of
+# the two families is complete, the other stays NULL.
+cdef _n_sgemm_t _n_sgemm = NULL
+cdef _n_dgemm_t _n_dgemm = NULL
+cdef _n_saxpy_t _n_saxpy = NULL
+cdef _n_daxpy_t _n_daxpy = NULL
+cdef _n_sscal_t _n_sscal = NULL
+cdef _n_dscal_t _n_dscal = NULL
+cdef _f_sgemm_t _f_sgemm = NULL
+cdef _f_dgemm_t _f_dgemm = NULL
+cdef _f_saxpy_t _f_saxpy = NULL
+cdef _f_daxpy_t _f_daxpy = NULL
+cdef _f_sscal_t _f_sscal = NULL
+cdef _f_dscal_t _f_dscal = NULL
+cdef bint _resolved = False
+_resolve_lock = threading.Lock()
+# Which BLAS the tables use ("numpy" or "scipy") and its ctypes library (for the thread guard).
+_routines = {"source": None, "library": None}
+
+_NUMPY_SYMBOLS = ("sgemm", "dgemm", "saxpy", "daxpy", "sscal", "dscal")
+
+
+cdef void* _capi_pointer(dict capi, str name) except NULL:
+    capsule = capi[name]
+    return PyCapsule_GetPointer(capsule, PyCapsule_GetName(capsule))
+
+
+def _numpy_blas():
+    """numpy's OpenBLAS as a ctypes library when it exports the ILP64 CBLAS routines, else None."""
+    from plait.backends import _threads
+
+    lib = _threads._openblas_of(numpy)
+    if lib is None:
+        return None
+    try:
+        for name in _NUMPY_SYMBOLS:
+            getattr(lib, f"scipy_cblas_{name}64_")
+    except AttributeError:
+        return None
+    return lib
+
+
+def _resolve_routines(source=None):
+    """Fill the routine pointers from numpy's OpenBLAS, else from SciPy's BLAS (once).
+
+    `source` ("numpy" or "scipy") forces one, for tests; None picks numpy's where it can.
+    """
+    global _resolved, _n_sgemm, _n_dgemm, _n_saxpy, _n_daxpy, _n_sscal, _n_dscal
+    global _f_sgemm, _f_dgemm, _f_saxpy, _f_daxpy, _f_sscal, _f_dscal
+    import ctypes
+
+    cdef dict capi
+    with _resolve_lock:
+        if _resolved and source in (None, _routines["source"]):
+            return _routines["source"]
+        lib = _numpy_blas() if source in (None, "numpy") else None
+        if lib is None and source == "numpy":
+            raise RuntimeError("plait.backends.cblas: numpy's BLAS exports no ILP64 CBLAS routines here.")
+        # Both families are set before _resolved: a routine never sees a half-filled set.
+        if lib is not None:
+            address = lambda name: ctypes.cast(getattr(lib, f"scipy_cblas_{name}64_"), ctypes.c_void_p).value
+            _n_sgemm = <_n_sgemm_t><uintptr_t>address("sgemm")
+            _n_dgemm = <_n_dgemm_t><uintptr_t>address("dgemm")
+            _n_saxpy = <_n_saxpy_t><uintptr_t>address("saxpy")
+            _n_daxpy = <_n_daxpy_t><uintptr_t>address("daxpy")
+            _n_sscal = <_n_sscal_t><uintptr_t>address("sscal")
+            _n_dscal = <_n_dscal_t><uintptr_t>address("dscal")
+            _routines.update(source="numpy", library=lib)
+        else:
+            try:
+                from scipy.linalg import cython_blas
+            except ImportError as err:
+                raise ImportError(
+                    "plait.backends.cblas: numpy's BLAS exports no CBLAS routines plait can call, "
+                    f"and SciPy's BLAS cannot be imported ({err}). Install SciPy: pip install scipy"
+                ) from err
+            capi = cython_blas.__pyx_capi__
+            _f_sgemm = <_f_sgemm_t>_capi_pointer(capi, "sgemm")
+            _f_dgemm = <_f_dgemm_t>_capi_pointer(capi, "dgemm")
+            _f_saxpy = <_f_saxpy_t>_capi_pointer(capi, "saxpy")
+            _f_daxpy = <_f_daxpy_t>_capi_pointer(capi, "daxpy")
+            _f_sscal = <_f_sscal_t>_capi_pointer(capi, "sscal")
+            _f_dscal = <_f_dscal_t>_capi_pointer(capi, "dscal")
+            _n_sgemm = NULL
+            _n_dgemm = NULL
+            _n_saxpy = NULL
+            _n_daxpy = NULL
+            _n_sscal = NULL
+            _n_dscal = NULL
+            from plait.backends import _threads
+            import scipy
+
+            _routines.update(source="scipy", library=_threads._openblas_of(scipy))
+        _resolved = True
+        _followed["guard"] = None  # the thread guard follows the routines' library
+        return _routines["source"]
 
 
 # A row-major product C = A @ B is the column-major product C.T = B.T @ A.T, so the Fortran
@@ -29,7 +155,7 @@ cdef void _sgemm_fortran(bint transA, bint transB, int M, int N, int K,
                          float beta, float* C, int ldc) noexcept nogil:
     cdef char ta = b'T' if transA else b'N'
     cdef char tb = b'T' if transB else b'N'
-    f_sgemm(&tb, &ta, &N, &M, &K, &alpha, <float*>B, &ldb, <float*>A, &lda, &beta, C, &ldc)
+    _f_sgemm(&tb, &ta, &N, &M, &K, &alpha, <float*>B, &ldb, <float*>A, &lda, &beta, C, &ldc)
 
 
 # cblas_sgemm of plait's private OpenBLAS (row-major interface), once _blas.py has loaded it.
@@ -44,8 +170,8 @@ cdef _cblas_sgemm_t _private_sgemm = NULL
 # routine are set by _follow_plait_blas while plait plans more than one thread (NULL: no cost).
 ctypedef int (*_get_threads_t)() noexcept nogil
 ctypedef void (*_set_threads_t)(int) noexcept nogil
-cdef _get_threads_t _scipy_get = NULL
-cdef _set_threads_t _scipy_set = NULL
+cdef _get_threads_t _table_get = NULL
+cdef _set_threads_t _table_set = NULL
 cdef _get_threads_t _private_get = NULL
 cdef _set_threads_t _private_set = NULL
 cdef double _serial_work = 0.0
@@ -63,6 +189,7 @@ cdef inline int _serial_begin(_get_threads_t get, _set_threads_t set_, int M, in
     return n
 
 
+# CblasRowMajor = 101, CblasNoTrans = 111, CblasTrans = 112
 cdef void _sgemm_rowmajor(bint transA, bint transB, int M, int N, int K,
                           float alpha, const float* A, int lda, const float* B, int ldb,
                           float beta, float* C, int ldc) noexcept nogil:
@@ -70,16 +197,19 @@ cdef void _sgemm_rowmajor(bint transA, bint transB, int M, int N, int K,
     cdef int restore
     if routine != NULL:
         restore = _serial_begin(_private_get, _private_set, M, N, K)
-        # CblasRowMajor = 101, CblasNoTrans = 111, CblasTrans = 112
         routine(101, 112 if transA else 111, 112 if transB else 111, M, N, K,
                 alpha, A, lda, B, ldb, beta, C, ldc)
         if restore:
             _private_set(restore)
+        return
+    restore = _serial_begin(_table_get, _table_set, M, N, K)
+    if _n_sgemm != NULL:
+        _n_sgemm(101, 112 if transA else 111, 112 if transB else 111, M, N, K,
+                 alpha, A, lda, B, ldb, beta, C, ldc)
     else:
-        restore = _serial_begin(_scipy_get, _scipy_set, M, N, K)
         _sgemm_fortran(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)
-        if restore:
-            _scipy_set(restore)
+    if restore:
+        _table_set(restore)
 
 
 cdef void _dgemm_rowmajor(bint transA, bint transB, int M, int N, int K,
@@ -87,41 +217,58 @@ cdef void _dgemm_rowmajor(bint transA, bint transB, int M, int N, int K,
                           double beta, double* C, int ldc) noexcept nogil:
     cdef char ta = b'T' if transA else b'N'
     cdef char tb = b'T' if transB else b'N'
-    cdef int restore = _serial_begin(_scipy_get, _scipy_set, M, N, K)
-    f_dgemm(&tb, &ta, &N, &M, &K, &alpha, <double*>B, &ldb, <double*>A, &lda, &beta, C, &ldc)
+    cdef int restore = _serial_begin(_table_get, _table_set, M, N, K)
+    if _n_dgemm != NULL:
+        _n_dgemm(101, 112 if transA else 111, 112 if transB else 111, M, N, K,
+                 alpha, A, lda, B, ldb, beta, C, ldc)
+    else:
+        _f_dgemm(&tb, &ta, &N, &M, &K, &alpha, <double*>B, &ldb, <double*>A, &lda, &beta, C, &ldc)
     if restore:
-        _scipy_set(restore)
+        _table_set(restore)
 
 
 cdef void _saxpy(int N, float alpha, const float* X, int incX, float* Y, int incY) noexcept nogil:
-    f_saxpy(&N, &alpha, <float*>X, &incX, Y, &incY)
+    if _n_saxpy != NULL:
+        _n_saxpy(N, alpha, X, incX, Y, incY)
+    else:
+        _f_saxpy(&N, &alpha, <float*>X, &incX, Y, &incY)
 
 
 cdef void _daxpy(int N, double alpha, const double* X, int incX, double* Y, int incY) noexcept nogil:
-    f_daxpy(&N, &alpha, <double*>X, &incX, Y, &incY)
+    if _n_daxpy != NULL:
+        _n_daxpy(N, alpha, X, incX, Y, incY)
+    else:
+        _f_daxpy(&N, &alpha, <double*>X, &incX, Y, &incY)
 
 
 cdef void _sscal(int N, float alpha, float* X, int incX) noexcept nogil:
-    f_sscal(&N, &alpha, X, &incX)
+    if _n_sscal != NULL:
+        _n_sscal(N, alpha, X, incX)
+    else:
+        _f_sscal(&N, &alpha, X, &incX)
 
 
 cdef void _dscal(int N, double alpha, double* X, int incX) noexcept nogil:
-    f_dscal(&N, &alpha, X, &incX)
+    if _n_dscal != NULL:
+        _n_dscal(N, alpha, X, incX)
+    else:
+        _f_dscal(&N, &alpha, X, &incX)
 
 
 def _use_private_sgemm(uintptr_t address):
-    """Send float32 products of every table to this cblas_sgemm address (0: back to SciPy's)."""
+    """Send float32 products of every table to this cblas_sgemm address (0: back to the table's BLAS)."""
     global _private_sgemm
     _private_sgemm = <_cblas_sgemm_t>address
 
 
-def _set_serial_guard(uintptr_t scipy_get, uintptr_t scipy_set, uintptr_t private_get,
+def _set_serial_guard(uintptr_t table_get, uintptr_t table_set, uintptr_t private_get,
                       uintptr_t private_set, double work):
-    """Install the thread-count functions the routines switch for small products (0: none)."""
-    global _scipy_get, _scipy_set, _private_get, _private_set, _serial_work
+    """Install the thread-count functions the routines switch for small products (0: none):
+    those of the tables' BLAS (numpy's or SciPy's) and of plait's private OpenBLAS."""
+    global _table_get, _table_set, _private_get, _private_set, _serial_work
     _serial_work = work
-    _scipy_get = <_get_threads_t>scipy_get
-    _scipy_set = <_set_threads_t>scipy_set if scipy_get else NULL
+    _table_get = <_get_threads_t>table_get
+    _table_set = <_set_threads_t>table_set if table_get else NULL
     _private_get = <_get_threads_t>private_get
     _private_set = <_set_threads_t>private_set if private_get else NULL
 
@@ -135,8 +282,9 @@ def _follow_plait_blas():
     # relative import would warn (ImportWarning: __package__ != __spec__.parent).
     from plait.backends import _blas, _threads
 
+    _resolve_routines()
     if not _followed["limited"]:
-        # SciPy's BLAS may have loaded (with this module) after NumpyOps set the thread limit,
+        # SciPy's BLAS may have loaded (for the routines) after NumpyOps set the thread limit,
         # and would then run a thread per core; this holds it to plait's count, once.
         _followed["limited"] = True
         _threads._limit_blas(_threads.plan_threads(), only_lower=True)
@@ -154,7 +302,8 @@ def _follow_plait_blas():
     guard = (_threads.plan_threads() > 1, handle)
     if guard != _followed["guard"]:
         _followed["guard"] = guard
-        addresses = _threads.serial_guard_addresses(handle) if guard[0] else (0, 0, 0, 0)
+        addresses = (_threads.serial_guard_addresses(handle, table=_routines["library"])
+                     if guard[0] else (0, 0, 0, 0))
         _set_serial_guard(*addresses, float(_threads.SERIAL_WORK))
 
 
@@ -163,6 +312,8 @@ cdef class CBlas:
 
     def __cinit__(self):
         # In __cinit__, not __init__: the table must be valid as soon as the object exists.
+        if not _resolved:
+            _resolve_routines()
         self.funcs = <BlasFuncs*>PyMem_Malloc(sizeof(BlasFuncs))
         if self.funcs == NULL:
             raise MemoryError("CBlas: could not allocate its function table.")

@@ -119,3 +119,60 @@ def test_cblas_from_nogil_cython(tmp_path):
         cwd=tmp_path, capture_output=True, text=True,
     )
     assert check.returncode == 0 and "ok" in check.stdout, check.stderr[-3000:]
+
+
+@pytest.fixture(params=["numpy", "scipy"])
+def routine_source(request):
+    """The table's routines from numpy's OpenBLAS (ILP64 CBLAS), then from SciPy's (Fortran)."""
+    from plait.backends import cblas as cblas_module
+
+    if request.param == "numpy" and cblas_module._numpy_blas() is None:
+        pytest.skip("numpy's BLAS exports no ILP64 CBLAS routines in this build of numpy")
+    before = cblas_module._resolve_routines()
+    cblas_module._resolve_routines(request.param)
+    try:
+        yield request.param
+    finally:
+        cblas_module._resolve_routines(before)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_cblas_routines_agree_whichever_blas_serves_them(routine_source, dtype):
+    from plait.backends import cblas as cblas_module
+
+    assert cblas_module._routines["source"] == routine_source
+    rng = numpy.random.default_rng(1)
+    table = NumpyOps().cblas()
+    A = rng.normal(size=(7, 5)).astype(dtype)
+    B = rng.normal(size=(5, 3)).astype(dtype)
+    for trans1, trans2 in [(False, False), (True, False), (False, True), (True, True)]:
+        A_in = numpy.ascontiguousarray(A.T) if trans1 else A
+        B_in = numpy.ascontiguousarray(B.T) if trans2 else B
+        C = numpy.full((7, 3), 2.0, dtype=dtype)
+        table.gemm(A_in, B_in, out=C, trans1=trans1, trans2=trans2, alpha=0.5, beta=-1.0)
+        numpy.testing.assert_allclose(C, 0.5 * (A @ B) - 2.0, rtol=1e-5, atol=1e-6)
+    Y = numpy.arange(6, dtype=dtype)
+    table.axpy(-2.0, numpy.ones(6, dtype=dtype), Y)
+    assert Y.tolist() == [-2.0, -1.0, 0.0, 1.0, 2.0, 3.0]
+
+
+def test_importing_the_table_module_loads_no_scipy():
+    """spaCy imports thinc.backends.cblas at `import spacy`: with numpy's BLAS serving the
+    routines, neither that import nor a table brings SciPy (about 100 ms and 150 modules)."""
+    from plait.backends import cblas as cblas_module
+
+    if cblas_module._numpy_blas() is None:
+        pytest.skip("numpy's BLAS exports no ILP64 CBLAS routines in this build of numpy")
+    code = textwrap.dedent('''
+        import sys
+        import numpy
+        import plait.backends.cblas as cblas
+        from plait.backends import NumpyOps
+        table = NumpyOps().cblas()
+        A = numpy.ones((2, 3), "f")
+        assert (table.gemm(A, A, trans2=True) == 3).all()
+        print(cblas._routines["source"], sorted(m for m in sys.modules if m.split(".")[0] == "scipy"))
+    ''')
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["numpy", "[]"], proc.stdout
