@@ -32,9 +32,10 @@ def _compiler_has_openmp(compiler) -> bool:
 # Kernel modules with vector code. Each is built once per instruction-set level into its own
 # folder (plait/backends/_kernels_cpu/_avx512, _avx2, _portable; see plait_isa.h), and
 # plait/backends/_kernels_cpu/__init__.py imports the build that PLAIT_ISA names or the CPU runs
-# best. The other modules (isa, gemm, random, openmp_info) are built once.
+# best. The other modules (isa, gemm, openmp_info) are built once.
 KERNELS = "plait.backends._kernels_cpu"
-ISA_MODULES = ("act", "conv", "conv_gemm", "gather", "hashing", "lstm", "maxout", "norm", "optim", "seq")
+ISA_MODULES = ("act", "conv", "conv_gemm", "gather", "hashing", "lstm", "maxout", "norm", "optim",
+               "random", "seq")
 ISA_BUILDS = (("avx512", 4), ("avx2", 3), ("portable", 1))
 
 

@@ -59,6 +59,11 @@ def outputs():
         Yp, wp = ops.max_pool_nd(Xc, 3, 2)
         out[f"max_pool_nd/{dtype}"], out[f"max_pool_nd.which/{dtype}"] = Yp, wp
     out["hash"] = ops.hash(numpy.arange(0, 10_000, 7, dtype="uint64"), 17)
+    # Dropout masks: even and odd sizes (the vector loops' tails), rates near both ends. The
+    # key comes from numpy's global generator.
+    for i, (shape, drop) in enumerate([((128, 512), 0.2), ((7, 13), 0.5), ((3, 1001), 0.999), ((65,), 1e-6)]):
+        numpy.random.seed(100 + i)
+        out[f"dropout.{i}"] = ops.get_dropout_mask(shape, drop)
     return out
 
 

@@ -17,10 +17,12 @@ REPO = Path(__file__).resolve().parents[2]
 PROBE = Path(__file__).with_name("_isa_probe.py")
 RUNNABLE = K.runnable()
 # Work whose result cannot depend on the vector width: selects (maxout, max pooling, relu),
-# adds in a fixed order (seq2col, reductions, gather/scatter), integer hashing, and Adam, whose
-# vector copies are built without fused multiply-adds on purpose.
+# adds in a fixed order (seq2col, reductions, gather/scatter), integer hashing (hash, the
+# dropout masks' generator), and Adam, whose vector copies are built without fused
+# multiply-adds on purpose.
 EXACT = ("maxout", "backprop_maxout", "seq2col", "backprop_seq2col", "reduce_max", "reduce_sum",
-         "gather_add", "scatter_add", "max_pool_nd", "hash", "adam", "relu", "backprop_relu")
+         "gather_add", "scatter_add", "max_pool_nd", "hash", "dropout", "adam", "relu",
+         "backprop_relu")
 # Elsewhere: |a - b| <= TOLERANCE * eps(dtype) * max |a| (docs/isa.md; measured up to 8.1).
 TOLERANCE = 16
 

@@ -50,23 +50,12 @@ cdef extern from *:
        where AVX-512DQ has them (vpmullq); the AVX-512 build compiles it for that (plait_isa.h).
        AVX2 has no 64-bit multiply, so GCC leaves the loop scalar there (5x slower than the
        AVX-512 build, measured): the AVX2 build hashes 4 keys per 256-bit vector instead,
-       each 64-bit product from three 32x32->64 ones (the high half of a 64x64 product is
-       never needed). Integer arithmetic: every build gives the same bits. */
-    #include "plait_isa.h"
+       each 64-bit product from three 32x32->64 ones (plait_mul64.h). Integer arithmetic:
+       every build gives the same bits. */
+    #include "plait_mul64.h"
     #define PLAIT_HASH_CLONES PLAIT_ONLY_V4
-    #if PLAIT_ISA_LEVEL == 3
-    #include <immintrin.h>
+    #ifdef PLAIT_MUL64_AVX2
     #define PLAIT_HASH_AVX2 1
-    /* a * c mod 2^64 in each 64-bit lane, for a constant c given as its two 32-bit halves. */
-    static inline __attribute__((target("avx2"), always_inline))
-    __m256i plait_mul64c(__m256i a, __m256i c_lo, __m256i c_hi) {
-        const __m256i lolo = _mm256_mul_epu32(a, c_lo);
-        const __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), c_lo),
-                                               _mm256_mul_epu32(a, c_hi));
-        return _mm256_add_epi64(lolo, _mm256_slli_epi64(cross, 32));
-    }
-    #define PLAIT_C64(c) _mm256_set1_epi64x((long long)((c) & 0xFFFFFFFFULL)), \\
-                         _mm256_set1_epi64x((long long)((c) >> 32))
     static inline __attribute__((target("avx2"), always_inline)) __m256i plait_fmix64_v(__m256i h) {
         h = _mm256_xor_si256(h, _mm256_srli_epi64(h, 33));
         h = plait_mul64c(h, PLAIT_C64(0xFF51AFD7ED558CCDULL));
