@@ -338,6 +338,19 @@ class Model(Generic[InT, OutT]):
         self._check_grad(name, value)
         self._params.inc_grad(self.id, name, value)
 
+    def _inc_grad_product(self, name: str, x: Any, y: Any, trans1: bool = False,
+                          trans2: bool = False) -> None:
+        """inc_grad(name, ops.gemm(x, y, trans1=, trans2=)), with the product added into the
+        gradient's own array by the BLAS where the backend can (no temporary, no second pass).
+
+        Only a plain Model on a plain ParamServer: an overridden inc_grad, or a store that wraps
+        the server to watch the gradients arrive (DataParallel's), gets the inc_grad call."""
+        if type(self).inc_grad is Model.inc_grad and type(self._params) is ParamServer:
+            buffer = self._params.grad_buffer(self.id, name)
+            if buffer is not None and self.ops._gemm_accumulate(x, y, buffer, trans1, trans2):
+                return
+        self.inc_grad(name, self.ops.gemm(x, y, trans1=trans1, trans2=trans2))
+
     def _check_grad(self, name: str, value: Any) -> None:
         if name not in self._has_params:
             known = ", ".join(repr(p) for p in self._has_params) or "none"

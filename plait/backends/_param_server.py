@@ -86,6 +86,13 @@ class ParamServer:
         else:
             self._grads[(model_id, name)] = value
 
+    def grad_buffer(self, model_id: int, name: str) -> Optional[FloatsXd]:
+        """The array a gradient accumulates in, for code that adds to it in place; None when
+        there is none yet or a proxy receives the gradients."""
+        if self.proxy is not None:
+            return None
+        return self._grads.get((model_id, name))
+
     def inc_grad(self, model_id: int, name: str, value: FloatsXd) -> None:
         """Add `value` to a gradient; with a proxy, the proxy accumulates it instead."""
         key = (model_id, name)

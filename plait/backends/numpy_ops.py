@@ -49,6 +49,10 @@ def _matmul(x: Any, y: Any, out: Any, trans1: bool, trans2: bool) -> Optional[Fl
     return numpy.matmul(A, B, out=out)
 
 
+# The dtypes NumpyOps._gemm_accumulate hands to the BLAS.
+_ACCUMULATE_DTYPES = (numpy.dtype("float32"), numpy.dtype("float64"))
+
+
 # The compiled fast paths come from mixins, one per kernel family, so each family's
 # wrappers sit next to nothing else; each falls back to Ops outside its fast path.
 class NumpyOps(ActKernels, SeqKernels, GatherKernels, LstmKernels, NormKernels, ConvKernels, Ops):
@@ -116,6 +120,26 @@ class NumpyOps(ActKernels, SeqKernels, GatherKernels, LstmKernels, NormKernels, 
         if result is not None:
             return result
         return super().gemm(x, y, out=out, trans1=trans1, trans2=trans2)
+
+    def _gemm_accumulate(self, x: Any, y: Any, out: Any, trans1: bool = False,
+                         trans2: bool = False) -> bool:
+        # Through the cblas() table (beta=1): the BLAS `gemm` uses, under the same thread rules.
+        if not (type(x) is numpy.ndarray and type(y) is numpy.ndarray and type(out) is numpy.ndarray):
+            return False
+        dtype = out.dtype
+        if (dtype not in _ACCUMULATE_DTYPES or x.dtype != dtype or y.dtype != dtype
+                or x.ndim != 2 or y.ndim != 2 or out.ndim != 2
+                or not (out.flags.c_contiguous and out.flags.writeable)):
+            return False
+        M, K = (x.shape[1], x.shape[0]) if trans1 else x.shape
+        K2, N = (y.shape[1], y.shape[0]) if trans2 else y.shape
+        if K != K2 or out.shape != (M, N) or K == 0:
+            return False
+        from . import cblas as _cblas
+
+        _cblas._follow_plait_blas()
+        _cblas.CBlas().gemm(x, y, out=out, trans1=trans1, trans2=trans2, beta=1.0)
+        return True
 
     def cblas(self) -> Any:
         """A table of row-major BLAS function pointers for Cython code (plait.backends.cblas.CBlas).

@@ -265,6 +265,12 @@ class Ops(ConvOps):
         seq_starts = seq_ends - lens
         return xp.repeat(seq_starts, lens), xp.repeat(seq_ends, lens)
 
+    def _gemm_accumulate(self, x: Any, y: Any, out: Any, trans1: bool = False,
+                         trans2: bool = False) -> bool:
+        """out += op(x) @ op(y) in place, if this backend can do it in one BLAS call; False
+        (nothing done) otherwise, and the caller adds a gemm's result itself."""
+        return False
+
     def gemm(
         self,
         x: Floats2d,

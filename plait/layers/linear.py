@@ -118,7 +118,7 @@ def _check_input(model: Model, X: Any, nI: int) -> None:
 def _backprop_affine(model: Model, X: Floats2d, W: Floats2d, dZ: Floats2d) -> Floats2d:
     """Add the W and b gradients of Z = X @ W.T + b and return dX.  dZ (nB, nO) -> dX (nB, nI)"""
     model.inc_grad("b", dZ.sum(axis=0))
-    model.inc_grad("W", model.ops.gemm(dZ, X, trans1=True))
+    model._inc_grad_product("W", dZ, X, trans1=True)
     return model.ops.gemm(dZ, W)
 
 

@@ -767,3 +767,66 @@ def test_cauchy_similarity_matches_thinc():
     for a, b in zip(dp, dt):
         numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     numpy.testing.assert_allclose(plait_model.get_grad("W"), thinc_model.get_grad("W"), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_linear_weight_gradient_accumulates_in_its_own_array(dtype):
+    """From the second backprop on, Linear adds dW into the gradient array it already has (one
+    BLAS call with beta=1); the sums are those of separate products."""
+    rng = numpy.random.default_rng(3)
+    model = Linear(nO=5, nI=7)
+    model.initialize()
+    if dtype == "float64":
+        for name in ("W", "b"):
+            model.set_param(name, model.get_param(name).astype(dtype))
+    X1, X2 = rng.normal(size=(4, 7)).astype(dtype), rng.normal(size=(6, 7)).astype(dtype)
+    dY1, dY2 = rng.normal(size=(4, 5)).astype(dtype), rng.normal(size=(6, 5)).astype(dtype)
+    _, backprop = model.begin_update(X1)
+    backprop(dY1)
+    first = model.get_grad("W")
+    _, backprop = model.begin_update(X2)
+    backprop(dY2)
+    assert model.get_grad("W") is first  # the same array, updated in place
+    numpy.testing.assert_allclose(first, dY1.T @ X1 + dY2.T @ X2, rtol=1e-5, atol=1e-6)
+
+
+def test_linear_weight_gradient_goes_through_an_overridden_inc_grad():
+    calls = []
+
+    class Watched(type(Linear(nO=2, nI=3))):
+        __slots__ = ()
+
+        def inc_grad(self, name, value):
+            calls.append(name)
+            super().inc_grad(name, value)
+
+    model = Linear(nO=2, nI=3)
+    model.__class__ = Watched
+    model.initialize()
+    X = numpy.ones((4, 3), "f")
+    for _ in range(2):
+        _, backprop = model.begin_update(X)
+        backprop(numpy.ones((4, 2), "f"))
+    assert calls == ["b", "W", "b", "W"]
+    assert model.get_grad("W").tolist() == [[8.0] * 3] * 2
+
+
+def test_linear_weight_gradient_falls_back_where_the_blas_cannot_add_in_place():
+    # A read-only gradient array the user set: inc_grad's `+=` raises as before, with numpy's
+    # message, instead of the BLAS writing into it.
+    model = Linear(nO=2, nI=3)
+    model.initialize()
+    grad = numpy.zeros((2, 3), "f")
+    grad.flags.writeable = False
+    model.set_grad("W", grad)
+    _, backprop = model.begin_update(numpy.ones((4, 3), "f"))
+    with pytest.raises(ValueError, match="read-only"):
+        backprop(numpy.ones((4, 2), "f"))
+    # A non-contiguous one is added to (through inc_grad), not replaced.
+    model = Linear(nO=2, nI=3)
+    model.initialize()
+    grad = numpy.ones((3, 2), "f").T
+    model.set_grad("W", grad)
+    _, backprop = model.begin_update(numpy.ones((4, 3), "f"))
+    backprop(numpy.ones((4, 2), "f"))
+    assert model.get_grad("W") is grad and grad.tolist() == [[5.0] * 3] * 2
