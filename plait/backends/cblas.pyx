@@ -22,6 +22,7 @@ import numpy
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer, PyCapsule_New
 from libc.stdint cimport int64_t, uintptr_t
+from libc.string cimport memset
 
 
 # numpy's OpenBLAS: the CBLAS interface with 64-bit sizes (scipy_cblas_*64_).
@@ -50,20 +51,30 @@ ctypedef void (*_f_daxpy_t)(int* n, double* alpha, double* x, int* incx, double*
 ctypedef void (*_f_sscal_t)(int* n, float* alpha, float* x, int* incx) noexcept nogil
 ctypedef void (*_f_dscal_t)(int* n, double* alpha, double* x, int* incx) noexcept nogil
 
-# Set once, by _resolve_routines() at the first table, before any routine can be called: one of
-# the two families is complete, the other stays NULL.
-cdef _n_sgemm_t _n_sgemm = NULL
-cdef _n_dgemm_t _n_dgemm = NULL
-cdef _n_saxpy_t _n_saxpy = NULL
-cdef _n_daxpy_t _n_daxpy = NULL
-cdef _n_sscal_t _n_sscal = NULL
-cdef _n_dscal_t _n_dscal = NULL
-cdef _f_sgemm_t _f_sgemm = NULL
-cdef _f_dgemm_t _f_dgemm = NULL
-cdef _f_saxpy_t _f_saxpy = NULL
-cdef _f_daxpy_t _f_daxpy = NULL
-cdef _f_sscal_t _f_sscal = NULL
-cdef _f_dscal_t _f_dscal = NULL
+# The two families of routines. _resolve_routines() fills one at the first table, before any
+# routine can be called; the other stays all NULL.
+cdef struct _NumpyRoutines:
+    _n_sgemm_t sgemm
+    _n_dgemm_t dgemm
+    _n_saxpy_t saxpy
+    _n_daxpy_t daxpy
+    _n_sscal_t sscal
+    _n_dscal_t dscal
+
+
+cdef struct _FortranRoutines:
+    _f_sgemm_t sgemm
+    _f_dgemm_t dgemm
+    _f_saxpy_t saxpy
+    _f_daxpy_t daxpy
+    _f_sscal_t sscal
+    _f_dscal_t dscal
+
+
+cdef _NumpyRoutines _n
+cdef _FortranRoutines _f
+memset(&_n, 0, sizeof(_n))
+memset(&_f, 0, sizeof(_f))
 cdef bint _resolved = False
 _resolve_lock = threading.Lock()
 # Which BLAS the tables use ("numpy" or "scipy") and its ctypes library (for the thread guard).
@@ -97,8 +108,7 @@ def _resolve_routines(source=None):
 
     `source` ("numpy" or "scipy") forces one, for tests; None picks numpy's where it can.
     """
-    global _resolved, _n_sgemm, _n_dgemm, _n_saxpy, _n_daxpy, _n_sscal, _n_dscal
-    global _f_sgemm, _f_dgemm, _f_saxpy, _f_daxpy, _f_sscal, _f_dscal
+    global _resolved, _n, _f
     import ctypes
 
     cdef dict capi
@@ -111,12 +121,12 @@ def _resolve_routines(source=None):
         # Both families are set before _resolved: a routine never sees a half-filled set.
         if lib is not None:
             address = lambda name: ctypes.cast(getattr(lib, f"scipy_cblas_{name}64_"), ctypes.c_void_p).value
-            _n_sgemm = <_n_sgemm_t><uintptr_t>address("sgemm")
-            _n_dgemm = <_n_dgemm_t><uintptr_t>address("dgemm")
-            _n_saxpy = <_n_saxpy_t><uintptr_t>address("saxpy")
-            _n_daxpy = <_n_daxpy_t><uintptr_t>address("daxpy")
-            _n_sscal = <_n_sscal_t><uintptr_t>address("sscal")
-            _n_dscal = <_n_dscal_t><uintptr_t>address("dscal")
+            _n.sgemm = <_n_sgemm_t><uintptr_t>address("sgemm")
+            _n.dgemm = <_n_dgemm_t><uintptr_t>address("dgemm")
+            _n.saxpy = <_n_saxpy_t><uintptr_t>address("saxpy")
+            _n.daxpy = <_n_daxpy_t><uintptr_t>address("daxpy")
+            _n.sscal = <_n_sscal_t><uintptr_t>address("sscal")
+            _n.dscal = <_n_dscal_t><uintptr_t>address("dscal")
             _routines.update(source="numpy", library=lib)
         else:
             try:
@@ -127,18 +137,13 @@ def _resolve_routines(source=None):
                     f"and SciPy's BLAS cannot be imported ({err}). Install SciPy: pip install scipy"
                 ) from err
             capi = cython_blas.__pyx_capi__
-            _f_sgemm = <_f_sgemm_t>_capi_pointer(capi, "sgemm")
-            _f_dgemm = <_f_dgemm_t>_capi_pointer(capi, "dgemm")
-            _f_saxpy = <_f_saxpy_t>_capi_pointer(capi, "saxpy")
-            _f_daxpy = <_f_daxpy_t>_capi_pointer(capi, "daxpy")
-            _f_sscal = <_f_sscal_t>_capi_pointer(capi, "sscal")
-            _f_dscal = <_f_dscal_t>_capi_pointer(capi, "dscal")
-            _n_sgemm = NULL
-            _n_dgemm = NULL
-            _n_saxpy = NULL
-            _n_daxpy = NULL
-            _n_sscal = NULL
-            _n_dscal = NULL
+            _f.sgemm = <_f_sgemm_t>_capi_pointer(capi, "sgemm")
+            _f.dgemm = <_f_dgemm_t>_capi_pointer(capi, "dgemm")
+            _f.saxpy = <_f_saxpy_t>_capi_pointer(capi, "saxpy")
+            _f.daxpy = <_f_daxpy_t>_capi_pointer(capi, "daxpy")
+            _f.sscal = <_f_sscal_t>_capi_pointer(capi, "sscal")
+            _f.dscal = <_f_dscal_t>_capi_pointer(capi, "dscal")
+            memset(&_n, 0, sizeof(_n))
             from plait.backends import _threads
             import scipy
 
@@ -155,7 +160,7 @@ cdef void _sgemm_fortran(bint transA, bint transB, int M, int N, int K,
                          float beta, float* C, int ldc) noexcept nogil:
     cdef char ta = b'T' if transA else b'N'
     cdef char tb = b'T' if transB else b'N'
-    _f_sgemm(&tb, &ta, &N, &M, &K, &alpha, <float*>B, &ldb, <float*>A, &lda, &beta, C, &ldc)
+    _f.sgemm(&tb, &ta, &N, &M, &K, &alpha, <float*>B, &ldb, <float*>A, &lda, &beta, C, &ldc)
 
 
 # cblas_sgemm of plait's private OpenBLAS (row-major interface), once _blas.py has loaded it.
@@ -203,8 +208,8 @@ cdef void _sgemm_rowmajor(bint transA, bint transB, int M, int N, int K,
             _private_set(restore)
         return
     restore = _serial_begin(_table_get, _table_set, M, N, K)
-    if _n_sgemm != NULL:
-        _n_sgemm(101, 112 if transA else 111, 112 if transB else 111, M, N, K,
+    if _n.sgemm != NULL:
+        _n.sgemm(101, 112 if transA else 111, 112 if transB else 111, M, N, K,
                  alpha, A, lda, B, ldb, beta, C, ldc)
     else:
         _sgemm_fortran(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)
@@ -218,41 +223,41 @@ cdef void _dgemm_rowmajor(bint transA, bint transB, int M, int N, int K,
     cdef char ta = b'T' if transA else b'N'
     cdef char tb = b'T' if transB else b'N'
     cdef int restore = _serial_begin(_table_get, _table_set, M, N, K)
-    if _n_dgemm != NULL:
-        _n_dgemm(101, 112 if transA else 111, 112 if transB else 111, M, N, K,
+    if _n.dgemm != NULL:
+        _n.dgemm(101, 112 if transA else 111, 112 if transB else 111, M, N, K,
                  alpha, A, lda, B, ldb, beta, C, ldc)
     else:
-        _f_dgemm(&tb, &ta, &N, &M, &K, &alpha, <double*>B, &ldb, <double*>A, &lda, &beta, C, &ldc)
+        _f.dgemm(&tb, &ta, &N, &M, &K, &alpha, <double*>B, &ldb, <double*>A, &lda, &beta, C, &ldc)
     if restore:
         _table_set(restore)
 
 
 cdef void _saxpy(int N, float alpha, const float* X, int incX, float* Y, int incY) noexcept nogil:
-    if _n_saxpy != NULL:
-        _n_saxpy(N, alpha, X, incX, Y, incY)
+    if _n.saxpy != NULL:
+        _n.saxpy(N, alpha, X, incX, Y, incY)
     else:
-        _f_saxpy(&N, &alpha, <float*>X, &incX, Y, &incY)
+        _f.saxpy(&N, &alpha, <float*>X, &incX, Y, &incY)
 
 
 cdef void _daxpy(int N, double alpha, const double* X, int incX, double* Y, int incY) noexcept nogil:
-    if _n_daxpy != NULL:
-        _n_daxpy(N, alpha, X, incX, Y, incY)
+    if _n.daxpy != NULL:
+        _n.daxpy(N, alpha, X, incX, Y, incY)
     else:
-        _f_daxpy(&N, &alpha, <double*>X, &incX, Y, &incY)
+        _f.daxpy(&N, &alpha, <double*>X, &incX, Y, &incY)
 
 
 cdef void _sscal(int N, float alpha, float* X, int incX) noexcept nogil:
-    if _n_sscal != NULL:
-        _n_sscal(N, alpha, X, incX)
+    if _n.sscal != NULL:
+        _n.sscal(N, alpha, X, incX)
     else:
-        _f_sscal(&N, &alpha, X, &incX)
+        _f.sscal(&N, &alpha, X, &incX)
 
 
 cdef void _dscal(int N, double alpha, double* X, int incX) noexcept nogil:
-    if _n_dscal != NULL:
-        _n_dscal(N, alpha, X, incX)
+    if _n.dscal != NULL:
+        _n.dscal(N, alpha, X, incX)
     else:
-        _f_dscal(&N, &alpha, X, &incX)
+        _f.dscal(&N, &alpha, X, &incX)
 
 
 def _use_private_sgemm(uintptr_t address):
