@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import catalogue
 import confection
@@ -188,9 +189,15 @@ _ENTRY_POINT_PREFIXES: List[str] = [_NAMESPACE]
 
 
 def _use_thinc_entry_points() -> None:
-    """Also read Thinc's entry-point groups (called when plait.thinc_alias is installed)."""
+    """Also read Thinc's entry-point groups (plait.thinc_alias calls it when it is installed)."""
     if "thinc" not in _ENTRY_POINT_PREFIXES:
         _ENTRY_POINT_PREFIXES.append("thinc")
+
+
+# The alias may have been installed before this module was first imported (the .pth hook
+# installs it at interpreter start without importing this module, which costs ~0.2 s).
+if getattr(sys.modules.get(f"{_NAMESPACE}.thinc_alias"), "is_installed", lambda: False)():
+    _use_thinc_entry_points()
 
 
 class _Registry(catalogue.Registry):

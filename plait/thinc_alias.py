@@ -12,6 +12,8 @@ Under the alias, functions that packages register through Thinc's entry-point gr
 """
 from __future__ import annotations
 
+import sys
+
 from . import _alias
 
 ALIAS = _alias.register(
@@ -21,9 +23,18 @@ ALIAS = _alias.register(
         "PLAIT_AS_THINC",
         # plait's other faces and its own tools are not part of thinc's package.
         excluded=("chainer", "chainermn", "neon", "cli", "datasets", "demo", "thinc_alias", "chainer_alias"),
-        on_install=("plait.config:_use_thinc_entry_points",),
+        on_install=("plait.thinc_alias:_read_thinc_entry_points",),
     )
 )
+
+
+def _read_thinc_entry_points() -> None:
+    """Registries also read Thinc's entry-point groups. plait.config checks the alias when it is
+    first imported; only an already imported one is told here, so installing the alias (at
+    every interpreter start under PLAIT_AS_THINC=1) imports nothing heavy."""
+    config = sys.modules.get("plait.config")
+    if config is not None:
+        config._use_thinc_entry_points()
 
 AliasError = _alias.AliasError
 

@@ -134,6 +134,28 @@ def test_thinc_entry_points_resolve_under_the_alias_only(tmp_path):
     assert _ok(_run(code, {"PYTHONPATH": str(tmp_path)})).strip() == "ok"
 
 
+def test_the_start_hook_imports_nothing_heavy_and_entry_points_still_resolve(tmp_path):
+    # PLAIT_AS_THINC=1 runs the hook in every interpreter of the environment: installing the
+    # finder must not import numpy or plait's registries (0.2 s); they load with `import thinc`,
+    # and then still read Thinc's entry-point groups.
+    dist = tmp_path / "thinc_plugin_demo-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: thinc-plugin-demo\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[thinc_layers]\ndemo.Double.v1 = thinc_plugin_demo:double\n")
+    (tmp_path / "thinc_plugin_demo.py").write_text("def double():\n    return 'double'\n")
+    code = """
+    import sys
+    import plait.thinc_alias as alias
+    assert alias.is_installed()
+    heavy = [m for m in ("numpy", "confection", "plait.config", "plait.backends") if m in sys.modules]
+    assert not heavy, heavy
+    import thinc.api
+    assert thinc.api.registry.layers.get("demo.Double.v1")() == "double"
+    print("ok")
+    """
+    assert _ok(_run(code, {"PLAIT_AS_THINC": "1", "PYTHONPATH": str(tmp_path)})).strip() == "ok"
+
+
 def test_chainer_alias_serves_plait_chainer():
     code = """
     import chainer, chainer.functions as F, chainer.links as L
