@@ -71,7 +71,7 @@ def forward(model: Model[Ints1d, OutT], ids: Ints1d, is_train: bool) -> Tuple[Ou
     def backprop(dY: OutT) -> Ints1d:
         if drop_mask is not None:
             dY = dY * drop_mask
-        model.inc_grad("W", model.ops.gemm(dY, V, trans1=True))
+        model._inc_grad_product("W", dY, V, trans1=True)
         return model.ops.alloc1i(nN)
 
     return Y, backprop
