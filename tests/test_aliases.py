@@ -115,13 +115,19 @@ def test_module_runner_puts_the_scripts_folder_first_on_the_path(tmp_path):
     assert out.strip() == "plait.chainer"
 
 
-def test_thinc_entry_points_resolve_under_the_alias_only(tmp_path):
-    # A package that registers a layer for Thinc through an entry point, as spacy-legacy does.
+def _thinc_plugin(tmp_path):
+    """A package that registers a layer for Thinc through an entry point, as spacy-legacy does;
+    returns the folder to put on PYTHONPATH."""
     dist = tmp_path / "thinc_plugin_demo-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: thinc-plugin-demo\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text("[thinc_layers]\ndemo.Double.v1 = thinc_plugin_demo:double\n")
     (tmp_path / "thinc_plugin_demo.py").write_text("def double():\n    return 'double'\n")
+    return str(tmp_path)
+
+
+def test_thinc_entry_points_resolve_under_the_alias_only(tmp_path):
+    path = _thinc_plugin(tmp_path)
     code = """
     import plait.config as config
     assert "demo.Double.v1" not in config.registry.layers
@@ -131,18 +137,14 @@ def test_thinc_entry_points_resolve_under_the_alias_only(tmp_path):
     assert thinc.api.registry.layers.get("demo.Double.v1")() == "double"
     print("ok")
     """
-    assert _ok(_run(code, {"PYTHONPATH": str(tmp_path)})).strip() == "ok"
+    assert _ok(_run(code, {"PYTHONPATH": path})).strip() == "ok"
 
 
 def test_the_start_hook_imports_nothing_heavy_and_entry_points_still_resolve(tmp_path):
     # PLAIT_AS_THINC=1 runs the hook in every interpreter of the environment: installing the
     # finder must not import numpy or plait's registries (0.2 s); they load with `import thinc`,
     # and then still read Thinc's entry-point groups.
-    dist = tmp_path / "thinc_plugin_demo-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: thinc-plugin-demo\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[thinc_layers]\ndemo.Double.v1 = thinc_plugin_demo:double\n")
-    (tmp_path / "thinc_plugin_demo.py").write_text("def double():\n    return 'double'\n")
+    path = _thinc_plugin(tmp_path)
     code = """
     import sys
     import plait.thinc_alias as alias
@@ -153,7 +155,7 @@ def test_the_start_hook_imports_nothing_heavy_and_entry_points_still_resolve(tmp
     assert thinc.api.registry.layers.get("demo.Double.v1")() == "double"
     print("ok")
     """
-    assert _ok(_run(code, {"PLAIT_AS_THINC": "1", "PYTHONPATH": str(tmp_path)})).strip() == "ok"
+    assert _ok(_run(code, {"PLAIT_AS_THINC": "1", "PYTHONPATH": path})).strip() == "ok"
 
 
 def test_chainer_alias_serves_plait_chainer():

@@ -63,6 +63,24 @@ cdef extern from *:
         h = plait_mul64c(h, PLAIT_C64(0xC4CEB9FE1A85EC53ULL));
         return _mm256_xor_si256(h, _mm256_srli_epi64(h, 33));
     }
+    /* Keys ids[0..3] into out[0..15]. */
+    static inline __attribute__((target("avx2"), always_inline))
+    void plait_mmh3_4(const uint64_t *ids, __m256i lane0, uint32_t *out) {
+        __m256i h1 = plait_mul64c(_mm256_loadu_si256((const __m256i *)ids),
+                                  PLAIT_C64(0x87C37B91114253D5ULL));
+        h1 = _mm256_or_si256(_mm256_slli_epi64(h1, 31), _mm256_srli_epi64(h1, 33));
+        h1 = plait_mul64c(h1, PLAIT_C64(0x4CF5AD432745937FULL));
+        h1 = _mm256_add_epi64(_mm256_xor_si256(h1, lane0), lane0);
+        __m256i h2 = _mm256_add_epi64(lane0, h1);
+        h1 = plait_fmix64_v(h1);
+        h2 = plait_fmix64_v(h2);
+        h1 = _mm256_add_epi64(h1, h2);
+        h2 = _mm256_add_epi64(h2, h1);
+        /* Key k's 16 bytes are h1 then h2 (little-endian words): interleave the lanes. */
+        const __m256i lo = _mm256_unpacklo_epi64(h1, h2), hi = _mm256_unpackhi_epi64(h1, h2);
+        _mm256_storeu_si256((__m256i *)out, _mm256_permute2x128_si256(lo, hi, 0x20));
+        _mm256_storeu_si256((__m256i *)(out + 8), _mm256_permute2x128_si256(lo, hi, 0x31));
+    }
     __attribute__((target("avx2")))
     static void plait_mmh3_rows(const uint64_t *ids, uint32_t seed, uint32_t *out,
                                 Py_ssize_t i0, Py_ssize_t i1) {
@@ -73,36 +91,9 @@ cdef extern from *:
         for (; i + 6 <= i1; i += 6) {
             plait_mmh3_x64_128_u64(ids[i + 4], seed, out + 4 * (i + 4));
             plait_mmh3_x64_128_u64(ids[i + 5], seed, out + 4 * (i + 5));
-            __m256i h1 = plait_mul64c(_mm256_loadu_si256((const __m256i *)(ids + i)),
-                                      PLAIT_C64(0x87C37B91114253D5ULL));
-            h1 = _mm256_or_si256(_mm256_slli_epi64(h1, 31), _mm256_srli_epi64(h1, 33));
-            h1 = plait_mul64c(h1, PLAIT_C64(0x4CF5AD432745937FULL));
-            h1 = _mm256_add_epi64(_mm256_xor_si256(h1, lane0), lane0);
-            __m256i h2 = _mm256_add_epi64(lane0, h1);
-            h1 = plait_fmix64_v(h1);
-            h2 = plait_fmix64_v(h2);
-            h1 = _mm256_add_epi64(h1, h2);
-            h2 = _mm256_add_epi64(h2, h1);
-            const __m256i lo = _mm256_unpacklo_epi64(h1, h2), hi = _mm256_unpackhi_epi64(h1, h2);
-            _mm256_storeu_si256((__m256i *)(out + 4 * i), _mm256_permute2x128_si256(lo, hi, 0x20));
-            _mm256_storeu_si256((__m256i *)(out + 4 * i + 8), _mm256_permute2x128_si256(lo, hi, 0x31));
+            plait_mmh3_4(ids + i, lane0, out + 4 * i);
         }
-        for (; i + 4 <= i1; i += 4) {
-            __m256i h1 = plait_mul64c(_mm256_loadu_si256((const __m256i *)(ids + i)),
-                                      PLAIT_C64(0x87C37B91114253D5ULL));
-            h1 = _mm256_or_si256(_mm256_slli_epi64(h1, 31), _mm256_srli_epi64(h1, 33));
-            h1 = plait_mul64c(h1, PLAIT_C64(0x4CF5AD432745937FULL));
-            h1 = _mm256_add_epi64(_mm256_xor_si256(h1, lane0), lane0);
-            __m256i h2 = _mm256_add_epi64(lane0, h1);
-            h1 = plait_fmix64_v(h1);
-            h2 = plait_fmix64_v(h2);
-            h1 = _mm256_add_epi64(h1, h2);
-            h2 = _mm256_add_epi64(h2, h1);
-            /* Key k's 16 bytes are h1 then h2 (little-endian words): interleave the lanes. */
-            const __m256i lo = _mm256_unpacklo_epi64(h1, h2), hi = _mm256_unpackhi_epi64(h1, h2);
-            _mm256_storeu_si256((__m256i *)(out + 4 * i), _mm256_permute2x128_si256(lo, hi, 0x20));
-            _mm256_storeu_si256((__m256i *)(out + 4 * i + 8), _mm256_permute2x128_si256(lo, hi, 0x31));
-        }
+        for (; i + 4 <= i1; i += 4) plait_mmh3_4(ids + i, lane0, out + 4 * i);
         for (; i < i1; ++i) plait_mmh3_x64_128_u64(ids[i], seed, out + 4 * i);
     }
     #else
