@@ -135,6 +135,9 @@ class NumpyOps(ActKernels, SeqKernels, GatherKernels, LstmKernels, NormKernels, 
         K2, N = (y.shape[1], y.shape[0]) if trans2 else y.shape
         if K != K2 or out.shape != (M, N) or K == 0:
             return False
+        # The BLAS may not write into an operand it reads (the fallback adds a fresh product).
+        if numpy.may_share_memory(out, x) or numpy.may_share_memory(out, y):
+            return False
         from . import cblas as _cblas
 
         _cblas._follow_plait_blas()

@@ -830,3 +830,12 @@ def test_linear_weight_gradient_falls_back_where_the_blas_cannot_add_in_place():
     _, backprop = model.begin_update(numpy.ones((4, 3), "f"))
     backprop(numpy.ones((4, 2), "f"))
     assert model.get_grad("W") is grad and grad.tolist() == [[5.0] * 3] * 2
+
+
+def test_gradient_accumulation_never_hands_the_blas_an_operand_as_its_output():
+    ops = NumpyOps()
+    A = numpy.ones((4, 4), "f")
+    assert not ops._gemm_accumulate(A, numpy.ones((4, 4), "f"), A)
+    assert not ops._gemm_accumulate(numpy.ones((4, 4), "f"), A[:, :], A)
+    out = numpy.ones((4, 4), "f")
+    assert ops._gemm_accumulate(A, A, out) and (out == 5).all()
