@@ -343,9 +343,9 @@ class Model(Generic[InT, OutT]):
         """inc_grad(name, ops.gemm(x, y, trans1=, trans2=)), with the product added into the
         gradient's own array by the BLAS where the backend can (no temporary, no second pass).
 
-        Only a plain Model on a plain ParamServer: an overridden inc_grad, or a store that wraps
-        the server to watch the gradients arrive (DataParallel's), gets the inc_grad call."""
-        if type(self).inc_grad is Model.inc_grad and type(self._params) is ParamServer:
+        An overridden inc_grad gets the call; so does a store that lends no buffer (one with a
+        proxy, or one that must see every contribution: DataParallel's)."""
+        if type(self).inc_grad is Model.inc_grad:
             buffer = self._params.grad_buffer(self.id, name)
             if buffer is not None and self.ops._gemm_accumulate(x, y, buffer, trans1, trans2):
                 return

@@ -434,6 +434,11 @@ class _CountingStore:
     def __getattr__(self, attr: str) -> Any:
         return getattr(self._store, attr)
 
+    def grad_buffer(self, model_id: int, name: str) -> None:
+        # Lends no buffer to add into in place: every contribution must come through inc_grad,
+        # which counts it (Model._inc_grad_product then calls inc_grad).
+        return None
+
     def inc_grad(self, model_id: int, name: str, value: Any) -> None:
         self._store.inc_grad(model_id, name, value)
         self._tell(model_id, name)
