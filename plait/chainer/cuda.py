@@ -119,6 +119,8 @@ def get_device(*args: Any) -> Any:
             check_cuda_available()
             return _cupy().cuda.Device(int(arg))
         if is_cupy_array(arg):
+            if arg.size == 0:
+                continue  # an empty array holds no device memory (Chainer: no device)
             return arg.device
         cp = _cupy() if not isinstance(arg, numpy.ndarray) else None
         if cp is not None and isinstance(arg, cp.cuda.Device):

@@ -96,6 +96,25 @@ class BinaryHierarchicalSoftmaxFunction(function.Function):
     def __init__(self, tree: Any) -> None:
         self.tables = tree if isinstance(tree, _PathTables) else _PathTables(tree)
 
+    # Chainer's attribute names for the tables: every leaf's internal nodes (`paths`) and their
+    # signs (`codes`) concatenated, leaf w's run being [begins[w], begins[w + 1]).
+    @property
+    def paths(self) -> Any:
+        return self.tables.paths
+
+    @property
+    def codes(self) -> Any:
+        return self.tables.codes
+
+    @property
+    def begins(self) -> Any:
+        return self.tables.begins
+
+    @property
+    def parser_size(self) -> int:
+        """The number of internal nodes (rows of W)."""
+        return self.tables.n_nodes
+
     def to_gpu(self, device: Any = None) -> None:
         """Keep the path tables on a GPU (for inputs on that GPU)."""
         self.tables.to_gpu(device)

@@ -52,6 +52,13 @@ def _preprocess_const(x: Any, value: Any) -> Any:
     """value in x's dtype; an array must broadcast to x's shape without growing it."""
     if numpy.isscalar(value):
         return x.dtype.type(value)
+    if cuda.get_array_module(value) is not cuda.get_array_module(x):
+        where = "GPU (cupy)" if cuda.get_array_module(x) is not numpy else "host (numpy)"
+        raise TypeError(
+            f"Variable arithmetic: the variable's data is on the {where} but the constant array "
+            f"is not; cupy and numpy arrays cannot be mixed. Move the constant with "
+            f"cuda.to_gpu()/cuda.to_cpu() first."
+        )
     if value.dtype != x.dtype:
         value = value.astype(x.dtype)
     if numpy.broadcast_shapes(x.shape, value.shape) != x.shape:

@@ -1,7 +1,9 @@
 """GRU (stateless) and StatefulGRU: gated recurrent units built from six Linear links."""
 from typing import Any, Optional
 
-from ... import link
+import numpy
+
+from ... import link, variable
 from ...functions.activation import sigmoid as _sigmoid
 from ...functions.activation import tanh as _tanh
 from . import linear as _linear
@@ -63,7 +65,16 @@ class StatefulGRU(GRUBase):
         return self
 
     def set_state(self, h: Any) -> None:
-        """Replace the hidden state with the Variable h (nB, out_size)."""
+        """Replace the hidden state with the Variable h (nB, out_size), moved to this link's device."""
+        if not isinstance(h, variable.Variable):
+            raise TypeError(
+                f"StatefulGRU.set_state: the state must be a chainer Variable, got {type(h).__name__}; "
+                f"wrap the array first (Variable(h))."
+            )
+        if self.xp is numpy:
+            h.to_cpu()
+        else:
+            h.to_gpu()
         self.h = h
 
     def reset_state(self) -> None:
