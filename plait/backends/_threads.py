@@ -15,11 +15,12 @@ through threadpoolctl when the first NumpyOps is created (`apply_blas_limit`), s
 usually loaded its BLAS long before plait.
 
 Within that count, a matrix product of fewer than SERIAL_WORK multiply-adds runs on the calling
-thread alone (`serial_blas`, around NumpyOps.gemm): waking BLAS workers for a small product costs
-more than they save, and OpenBLAS's workers then spin for about 0.1 s (2**28 cycles) waiting for
-the next one, burning a core. spaCy's parsers make thousands of such products a second; with
-numpy's OpenBLAS on 2 threads, beam training took 3.8x the CPU time of one thread and ran no
-faster (bench/spacy_train.py --threads 0).
+thread alone (`serial_blas`, around NumpyOps.gemm): after a threaded product OpenBLAS's workers
+spin for up to about 0.1 s (2**28 cycles) waiting for the next one, burning a core each, which a
+product of a few milliseconds never pays back. spaCy's parsers make thousands of small products
+a second and its tok2vec and parser hundreds of medium ones; with numpy's OpenBLAS on 2 threads,
+beam training took 3.8x the CPU time of one thread and ran no faster
+(bench/spacy_train.py --threads 0).
 """
 from __future__ import annotations
 
@@ -200,8 +201,15 @@ def _limit_blas(n: int, only_lower: bool = False) -> None:
     threadpool_limits(limits=n, user_api="blas")
 
 
-# Products below this many multiply-adds (about 1.3 ms on one core) run single-threaded.
-SERIAL_WORK = 64_000_000
+# Products below this many multiply-adds run single-threaded: about 18 ms on one AVX-512 core,
+# 33 ms on an AVX2 one. After a threaded product OpenBLAS's workers spin until the next one (up to
+# about 0.1 s), so with T threads the process burns about T times the wall time of the gap after
+# each product, whatever the product saved. Measured (bench/README.md, "Threads and the BLAS"):
+# 2 threads made a 1.4G product 11% faster and cost 77% more CPU when other work of 20 ms
+# followed it, and 4.3G 28% faster for 43% more; spaCy's beam pipeline (products of 75M-1.4G,
+# far apart) used 1.43x the CPU of one thread for the same wall time under the former limit of
+# 64M. Above the limit the product dominates its gap and the spin is paid back in wall time.
+SERIAL_WORK = 2_000_000_000
 _OPENBLAS_AFFIXES = [(p, s) for p in ("", "scipy_") for s in ("", "64_", "_64")]
 
 
