@@ -51,7 +51,7 @@ def measure(A: numpy.ndarray, B: numpy.ndarray, gap: float, threads: int, second
 
     with threadpool_limits(threads, user_api="blas"):
         A @ B  # wake (or start) the workers, then let them go idle
-        busy(150)
+        busy(min(150.0, seconds * 250))
         start = time.perf_counter()
         numpy.matmul(A, B)
         once = time.perf_counter() - start
@@ -71,12 +71,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=0.6, help="time per measurement")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--quick", action="store_true", help="smoke run: two small products, one round")
     args = parser.parse_args()
+    shapes = SHAPES[:2] if args.quick else SHAPES
+    if args.quick:
+        args.rounds, args.seconds, args.gaps = 1, 0.05, "1"
     gaps = [float(g) for g in args.gaps.split(",")]
     rng = numpy.random.default_rng(0)
     results: Dict[str, Dict[str, List[Dict[str, float]]]] = {}
     for rnd in range(args.rounds):
-        for name, M, K, N in SHAPES:
+        for name, M, K, N in shapes:
             A = rng.random((M, K), dtype=numpy.float32)
             B = rng.random((K, N), dtype=numpy.float32)
             for gap in gaps:
@@ -87,7 +91,7 @@ def main() -> None:
                         measure(A, B, gap, t, args.seconds))
         print(f"round {rnd + 1} done", file=sys.stderr, flush=True)
     rows = []
-    for name, M, K, N in SHAPES:
+    for name, M, K, N in shapes:
         for gap in gaps:
             key = f"{name}|{gap:g}"
             med = {t: {f: statistics.median(r[f] for r in runs) for f in ("wall_ms", "cpu_ms")}
