@@ -170,8 +170,9 @@ cdef _cblas_sgemm_t _private_sgemm = NULL
 
 
 # A product below SERIAL_WORK multiply-adds runs on one BLAS thread (_threads.py): spaCy's
-# parsers call these routines at every step, and OpenBLAS's workers would spin after each. The thread-count functions of the BLAS behind each
-# routine are set by _follow_plait_blas while plait plans more than one thread (NULL: no cost).
+# parsers call these routines at every step, and OpenBLAS's workers would spin after each. The
+# thread-count functions of the BLAS behind each routine are set by _follow_plait_blas while
+# plait plans more than one thread (NULL: no cost).
 ctypedef int (*_get_threads_t)() noexcept nogil
 ctypedef void (*_set_threads_t)(int) noexcept nogil
 cdef _get_threads_t _table_get = NULL
