@@ -112,6 +112,11 @@ def _resolve_routines(source=None):
     import ctypes
 
     cdef dict capi
+    if source not in (None, "numpy", "scipy"):
+        raise ValueError(
+            f"plait.backends.cblas: the routines' source must be 'numpy', 'scipy' or None "
+            f"(numpy's where it can), got {source!r}."
+        )
     with _resolve_lock:
         if _resolved and source in (None, _routines["source"]):
             return _routines["source"]

@@ -156,6 +156,16 @@ def test_cblas_routines_agree_whichever_blas_serves_them(routine_source, dtype):
     assert Y.tolist() == [-2.0, -1.0, 0.0, 1.0, 2.0, 3.0]
 
 
+def test_an_unknown_routine_source_is_refused_and_changes_nothing():
+    from plait.backends import cblas as cblas_module
+
+    before = cblas_module._resolve_routines()
+    with pytest.raises(ValueError, match="'numpy', 'scipy' or None.*'mkl'"):
+        cblas_module._resolve_routines("mkl")
+    assert cblas_module._routines["source"] == before
+    assert (NumpyOps().cblas().gemm(numpy.ones((2, 3), "f"), numpy.ones((3, 2), "f")) == 3).all()
+
+
 def test_importing_the_table_module_loads_no_scipy():
     """spaCy imports thinc.backends.cblas at `import spacy`: with numpy's BLAS serving the
     routines, neither that import nor a table brings SciPy (about 100 ms and 150 modules)."""
