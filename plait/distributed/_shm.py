@@ -2,17 +2,19 @@
 
 When every rank of a job runs on the same machine, a bucket's buffers live in one shared
 mapping (a file in /dev/shm, unlinked as soon as every rank has mapped it, so nothing is left
-behind if a rank dies). A sum then takes three short phases instead of MPI's copies through its
+behind if a rank dies). A sum then takes two short phases instead of MPI's copies through its
 own shared-memory cells:
 
 1. every rank says its gradients are written (counter `ready`);
 2. rank r adds up slice r of the bucket over all ranks' buffers, in rank order, into its own
-   buffer, and says so (`summed`);
-3. every rank copies the other slices from their owners' buffers into its own, and says so
-   (`copied`); a rank returns once all have, because until then another rank may still be
-   reading its slice (and the next backprop would overwrite it).
+   buffer, writes that sum into slice r of every other rank's buffer while it is still in its
+   caches, and says so (`summed`). A rank returns once all have: its buffer then holds every
+   slice's sum, and no other rank reads or writes it any more until the next reduction (the
+   next backprop may overwrite it).
 
-Each slice is summed once, so every rank gets the same bits. The counters live on their own
+Rank r reads only slice r of the others' buffers and writes only slice r into them, so the
+ranks never touch the same values at once. Each slice is summed once, so every rank gets the
+same bits. The counters live on their own
 cache lines and go up by one per reduction of the bucket (every rank reduces the same buckets in
 the same order). Waiting is `Communicator._wait`'s: bounded by the timeout, with the pings that
 name a dead or hung rank. Measured on 2 ranks of a 2-core AMD EPYC (bench/README.md): 2.7 MB of
@@ -33,7 +35,7 @@ import numpy
 _LINE = 64  # bytes per counter: one cache line each
 _PAGE = 4096
 _ALIGN = 16  # slice bounds in values: 64-byte aligned for float32
-_READY, _SUMMED, _COPIED = 0, 1, 2
+_READY, _SUMMED = 0, 1
 SHM_DIR = "/dev/shm"
 
 
@@ -62,7 +64,7 @@ class SharedBucket:
         self._sync = _shmsync
         self._mapping = mapping  # kept alive with the views
         self.rank, self.size, self.n_values, self.dtype = rank, size, n_values, numpy.dtype(dtype)
-        control = _round_up(3 * size * _LINE, _PAGE)
+        control = _round_up(2 * size * _LINE, _PAGE)
         region = _round_up(n_values * self.dtype.itemsize, _PAGE)
         self.regions = [
             numpy.frombuffer(mapping, dtype=self.dtype, count=n_values, offset=control + r * region)
@@ -71,7 +73,7 @@ class SharedBucket:
         counters = numpy.frombuffer(mapping, dtype=numpy.uint8, count=control, offset=0)
         base = counters.ctypes.data
         self._counter_views = counters
-        self._addr = [base + kind * size * _LINE for kind in (_READY, _SUMMED, _COPIED)]
+        self._addr = [base + kind * size * _LINE for kind in (_READY, _SUMMED)]
         step = _round_up(-(-n_values // size), _ALIGN)
         self.bounds = [(min(r * step, n_values), min((r + 1) * step, n_values)) for r in range(size)]
         self.seq = 0
@@ -79,7 +81,7 @@ class SharedBucket:
 
     @staticmethod
     def nbytes(size: int, n_values: int, dtype: numpy.dtype) -> int:
-        return _round_up(3 * size * _LINE, _PAGE) + size * _round_up(n_values * numpy.dtype(dtype).itemsize, _PAGE)
+        return _round_up(2 * size * _LINE, _PAGE) + size * _round_up(n_values * numpy.dtype(dtype).itemsize, _PAGE)
 
     @property
     def buffer(self) -> numpy.ndarray:
@@ -92,6 +94,7 @@ class SharedBucket:
         return ShmSum(self, self.seq)
 
     def _sum_own_slice(self) -> None:
+        """Slice `rank` of the sum into this rank's buffer, then into every other rank's."""
         lo, hi = self.bounds[self.rank]
         if lo == hi:
             return
@@ -99,20 +102,17 @@ class SharedBucket:
         parts = [region[lo:hi] for region in self.regions]
         if self.size == 2:
             numpy.add(parts[0], parts[1], out=out)  # out is one of them, element for element
-            return
-        if self._scratch is None or self._scratch.size != hi - lo:
-            self._scratch = numpy.empty(hi - lo, dtype=self.dtype)
-        acc = self._scratch
-        numpy.add(parts[0], parts[1], out=acc)
-        for part in parts[2:]:
-            acc += part
-        out[...] = acc
-
-    def _copy_other_slices(self) -> None:
-        mine = self.regions[self.rank]
-        for r, (lo, hi) in enumerate(self.bounds):
-            if r != self.rank and lo < hi:
-                mine[lo:hi] = self.regions[r][lo:hi]
+        else:
+            if self._scratch is None or self._scratch.size != hi - lo:
+                self._scratch = numpy.empty(hi - lo, dtype=self.dtype)
+            acc = self._scratch
+            numpy.add(parts[0], parts[1], out=acc)
+            for part in parts[2:]:
+                acc += part
+            out[...] = acc
+        for r, region in enumerate(self.regions):
+            if r != self.rank:
+                region[lo:hi] = out
 
 
 class ShmSum:
@@ -127,16 +127,14 @@ class ShmSum:
 
     def Test(self) -> bool:
         b = self.bucket
-        while self.phase <= _COPIED:
+        while self.phase <= _SUMMED:
             # Every rank has reached this phase: do what follows it, then say so.
             if not b._sync.all_reached(b._addr[self.phase], b.size, _LINE, self.seq):
                 return False
             if self.phase == _READY:
                 b._sum_own_slice()
-            elif self.phase == _SUMMED:
-                b._copy_other_slices()
             self.phase += 1
-            if self.phase <= _COPIED:
+            if self.phase <= _SUMMED:
                 b._sync.publish(b._addr[self.phase] + b.rank * _LINE, self.seq)
         return True
 

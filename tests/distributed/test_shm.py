@@ -74,11 +74,13 @@ def test_a_rank_waits_for_the_others_in_each_phase():
     assert not sum_a.Test() and not sum_a.Test()
     assert numpy.all(a.buffer == 1.0)
     sum_b = b.start()
-    assert not sum_a.Test()  # a summed its half, waits for b's half
-    assert not sum_b.Test()  # b summed its half and copied a's; waits for a to copy b's
+    (lo, hi), (lo2, hi2) = a.bounds
+    assert not sum_a.Test()  # a summed its half into both buffers; waits for b's half
+    assert numpy.all(a.buffer[lo:hi] == 3.0) and numpy.all(b.buffer[lo:hi] == 3.0)
+    assert numpy.all(a.buffer[lo2:hi2] == 1.0) and numpy.all(b.buffer[lo2:hi2] == 2.0)
+    assert sum_b.Test()  # b sums its half into both: every slice is done
     assert numpy.all(b.buffer == 3.0)
-    assert sum_a.Test()  # a copies b's half: done
-    assert sum_b.Test()
+    assert sum_a.Test()
     assert numpy.all(a.buffer == 3.0)
 
 
