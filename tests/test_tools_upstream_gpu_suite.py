@@ -1,4 +1,4 @@
-"""tools/chainer_gpu_suite.py: its pytest plugin keeps exactly the GPU-tagged tests Chainer's runner drops."""
+"""tools/upstream_gpu_suite.py: its Chainer plugin keeps exactly the GPU-tagged tests Chainer's runner drops."""
 import importlib.util
 import os
 import subprocess
@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("chainer_gpu_suite", ROOT / "tools" / "chainer_gpu_suite.py")
+    spec = importlib.util.spec_from_file_location("upstream_gpu_suite", ROOT / "tools" / "upstream_gpu_suite.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -61,3 +61,25 @@ def test_the_plugin_keeps_gpu_tagged_tests_only(tmp_path):
     ).stdout
     collected = sorted(line for line in out.splitlines() if "::" in line)
     assert collected == ["test_sample.py::TestAllGpu::test_a", "test_sample.py::TestPlain::test_on_gpu"]
+
+
+def test_run_gives_each_file_its_own_pytest_and_names_a_file_that_hangs(tmp_path):
+    suite = tmp_path / "suite"
+    tests = suite / "some_tests"
+    tests.mkdir(parents=True)
+    (suite / "pytest.ini").write_text("[pytest]\n")
+    (suite / "gpu_suite.json").write_text('{"kind": "thinc", "tests": "some_tests", "plugins": []}')
+    (tests / "test_good.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n")
+    (tests / "test_bad.py").write_text("def test_c():\n    assert 1 == 2\n")
+    (tests / "test_hang.py").write_text("import time\n\ndef test_d():\n    time.sleep(60)\n")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "upstream_gpu_suite.py"), "run", str(suite)],
+        capture_output=True, text=True, timeout=120, env=dict(os.environ, RUN_FILE_TIMEOUT="5"),
+    )
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "some_tests/test_hang.py: no result within 5 s" in lines
+    assert any(line.startswith("some_tests/test_bad.py: ") for line in lines)
+    assert "  FAILED some_tests/test_bad.py::test_c - assert 1 == 2" in lines
+    assert not any(line.startswith("some_tests/test_good.py") for line in lines)
+    assert lines[-1] == "total: 1 failed, 2 passed, 1 timed out"
