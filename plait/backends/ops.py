@@ -1057,20 +1057,34 @@ class Ops(ConvOps):
         """Gradients of recurrent_lstm for the inputs, W, b, h_init and c_init."""
         return _lstm.backprop_recurrent_lstm(self, dY, fwd_state, params)
 
+    # The LSTM runs where its weights are, as Thinc's Ops does (it computes with the array module
+    # of `params`): CupyOps given numpy weights computes on the host and returns numpy arrays.
+    def _lstm_ops(self, params: Any) -> "Ops":
+        return self if _xp_of(params) is self.xp else _ops_of(params)
+
     def lstm_forward_training(
         self, params: Floats1d, H0: Floats3d, C0: Floats3d, X: Floats2d, size_at_t: Ints1d
     ) -> Tuple[Floats2d, Tuple]:
         """Stacked (bi)LSTM over packed time-major rows, keeping what backprop_lstm needs."""
+        ops = self._lstm_ops(params)
+        if ops is not self:
+            return ops.lstm_forward_training(params, H0, C0, X, size_at_t)
         return _lstm.lstm_forward_training(self, params, H0, C0, X, size_at_t)
 
     def lstm_forward_inference(
         self, params: Floats1d, H0: Floats3d, C0: Floats3d, X: Floats2d, size_at_t: Ints1d
     ) -> Floats2d:
+        ops = self._lstm_ops(params)
+        if ops is not self:
+            return ops.lstm_forward_inference(params, H0, C0, X, size_at_t)
         return _lstm.lstm_forward_inference(self, params, H0, C0, X, size_at_t)
 
     def backprop_lstm(
         self, dY: Floats2d, lengths: Ints1d, params: Floats1d, fwd_state: Tuple
     ) -> Tuple[Floats2d, Floats1d]:
+        ops = self._lstm_ops(params)
+        if ops is not self:
+            return ops.backprop_lstm(dY, lengths, params, fwd_state)
         return _lstm.backprop_lstm(self, dY, lengths, params, fwd_state)
 
     # ------------------------------------------------------------------ layer normalization

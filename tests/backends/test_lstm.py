@@ -526,3 +526,51 @@ def test_recurrent_lstm_bad_shapes():
         _lstm.backprop_recurrent_lstm(ops, Y, state[:2], (W, b))
     with pytest.raises(ValueError, match="'b'"):
         _lstm.backprop_recurrent_lstm(ops, Y, state, (W, b[:-1]))
+
+
+# --- where the LSTM runs: with its weights, as Thinc's Ops does ----------------------------
+
+
+def _other_module_ops():
+    """An Ops whose array module is not numpy (as CupyOps's is cupy), without a GPU."""
+    import types
+
+    from plait.backends import Ops
+
+    class OtherOps(Ops):
+        xp = types.SimpleNamespace(name="not numpy")
+
+    return OtherOps()
+
+
+def test_an_ops_given_weights_of_another_array_module_runs_the_lstm_where_they_are():
+    from plait.backends import NumpyOps
+
+    params, H0, C0, X, sizes = make_case(3, 2, 2, 3, 4, [3, 2, 1], dtype="float32")
+    size_at_t = numpy.asarray(sizes, dtype="int32")
+    ref = NumpyOps()
+    Y_ref, state_ref = ref.lstm_forward_training(params, H0, C0, X, size_at_t)
+    other = _other_module_ops()
+    Y, state = other.lstm_forward_training(params, H0, C0, X, size_at_t)
+    assert type(Y) is numpy.ndarray
+    numpy.testing.assert_array_equal(Y, Y_ref)
+    numpy.testing.assert_array_equal(other.lstm_forward_inference(params, H0, C0, X, size_at_t), Y_ref)
+    dY = numpy.ones_like(Y)
+    for got, want in zip(other.backprop_lstm(dY, size_at_t, params, state),
+                         ref.backprop_lstm(dY, size_at_t, params, state_ref)):
+        numpy.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.gpu
+def test_cupy_ops_given_numpy_weights_returns_numpy_arrays():
+    from _env import HAS_GPU
+
+    if not HAS_GPU:
+        pytest.skip("needs cupy and a CUDA device")
+    from plait.backends import CupyOps, NumpyOps
+
+    params, H0, C0, X, sizes = make_case(4, 1, 2, 2, 3, [2, 2, 1], dtype="float32")
+    size_at_t = numpy.asarray(sizes, dtype="int32")
+    Y, _ = CupyOps().lstm_forward_training(params, H0, C0, X, size_at_t)
+    assert type(Y) is numpy.ndarray
+    numpy.testing.assert_array_equal(Y, NumpyOps().lstm_forward_training(params, H0, C0, X, size_at_t)[0])
