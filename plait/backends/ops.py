@@ -396,11 +396,14 @@ class Ops(ConvOps):
             check_array("flatten", f"X[{i}]", x, min_ndim=1)
         if pad < 0:
             raise ValueError(f"Ops.flatten: 'pad' must be >= 0, got {pad}.")
-        xp = self.xp
         shape_if_empty = X[0].shape
         nonempty = [x for x in X if x.size != 0]
         if not nonempty:
             return self.alloc(shape_if_empty, dtype=dtype or "f")
+        # Joined where the arrays are, as Thinc does (CupyOps given numpy arrays returns numpy);
+        # a mix goes to this Ops' device.
+        modules = {_xp_of(x) for x in nonempty}
+        xp = modules.pop() if len(modules) == 1 else self.xp
         pieces: List[Any] = []
         for x in nonempty:
             if pad:

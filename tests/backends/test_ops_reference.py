@@ -874,6 +874,23 @@ def test_flatten_dtype_and_empty(ops):
     assert ints.dtype.kind == "i"
 
 
+def test_flatten_joins_the_arrays_where_they_are():
+    """As Thinc's Ops: arrays of another module than the Ops' (numpy ones given to CupyOps) are
+    joined with their own module, padding included; checked without a GPU through an Ops whose
+    array module is not numpy."""
+    import types
+
+    from plait.backends import Ops
+
+    class OtherOps(Ops):
+        xp = types.SimpleNamespace(name="not numpy")
+
+    pieces = [np.ones((2, 3), "f"), np.full((1, 3), 2.0, "f")]
+    flat = OtherOps().flatten(pieces, pad=1)
+    assert type(flat) is np.ndarray
+    np.testing.assert_array_equal(flat[:, 0], [0, 1, 1, 0, 2, 0])
+
+
 @pytest.mark.parametrize("round_to", [1, 2, 4])
 def test_pad_unpad(ops, thinc_ops, round_to):
     rng = np.random.default_rng(9)
