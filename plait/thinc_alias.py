@@ -36,6 +36,7 @@ def _read_thinc_entry_points() -> None:
     if config is not None:
         config._use_thinc_entry_points()
 
+
 AliasError = _alias.AliasError
 
 

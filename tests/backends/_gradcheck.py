@@ -95,6 +95,19 @@ def concat_rows(Xs: Sequence[np.ndarray], ncols: int) -> np.ndarray:
     return np.concatenate(Xs, axis=0)
 
 
+def other_module_ops():
+    """An Ops whose array module is not numpy (as CupyOps's is cupy), for checking without a GPU
+    that a method given numpy arrays computes with numpy, as Thinc's Ops does."""
+    import types
+
+    from plait.backends import Ops
+
+    class OtherModuleOps(Ops):
+        xp = types.SimpleNamespace(name="not numpy")
+
+    return OtherModuleOps()
+
+
 def to_np(ops, value):
     """Backend array (or anything array-like) -> numpy array."""
     if isinstance(value, np.ndarray):

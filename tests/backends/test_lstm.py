@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 from plait.backends import _lstm
 
+from _gradcheck import other_module_ops
+
 
 class _XpOps:
     """The only thing the kernels use from an Ops."""
@@ -531,18 +533,6 @@ def test_recurrent_lstm_bad_shapes():
 # --- where the LSTM runs: with its weights, as Thinc's Ops does ----------------------------
 
 
-def _other_module_ops():
-    """An Ops whose array module is not numpy (as CupyOps's is cupy), without a GPU."""
-    import types
-
-    from plait.backends import Ops
-
-    class OtherOps(Ops):
-        xp = types.SimpleNamespace(name="not numpy")
-
-    return OtherOps()
-
-
 def test_an_ops_given_weights_of_another_array_module_runs_the_lstm_where_they_are():
     from plait.backends import NumpyOps
 
@@ -550,7 +540,7 @@ def test_an_ops_given_weights_of_another_array_module_runs_the_lstm_where_they_a
     size_at_t = numpy.asarray(sizes, dtype="int32")
     ref = NumpyOps()
     Y_ref, state_ref = ref.lstm_forward_training(params, H0, C0, X, size_at_t)
-    other = _other_module_ops()
+    other = other_module_ops()
     Y, state = other.lstm_forward_training(params, H0, C0, X, size_at_t)
     assert type(Y) is numpy.ndarray
     numpy.testing.assert_array_equal(Y, Y_ref)

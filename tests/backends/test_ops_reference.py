@@ -18,9 +18,9 @@ from numpy.testing import assert_allclose
 from scipy import special
 
 try:
-    from ._gradcheck import split_rows, to_np
+    from ._gradcheck import other_module_ops, split_rows, to_np
 except ImportError:  # tests/ is not a package: pytest puts this folder on sys.path
-    from _gradcheck import split_rows, to_np  # type: ignore[no-redef]
+    from _gradcheck import other_module_ops, split_rows, to_np  # type: ignore[no-redef]
 
 FLOATS = ("float32", "float64")
 
@@ -878,15 +878,8 @@ def test_flatten_joins_the_arrays_where_they_are():
     """As Thinc's Ops: arrays of another module than the Ops' (numpy ones given to CupyOps) are
     joined with their own module, padding included; checked without a GPU through an Ops whose
     array module is not numpy."""
-    import types
-
-    from plait.backends import Ops
-
-    class OtherOps(Ops):
-        xp = types.SimpleNamespace(name="not numpy")
-
     pieces = [np.ones((2, 3), "f"), np.full((1, 3), 2.0, "f")]
-    flat = OtherOps().flatten(pieces, pad=1)
+    flat = other_module_ops().flatten(pieces, pad=1)
     assert type(flat) is np.ndarray
     np.testing.assert_array_equal(flat[:, 0], [0, 1, 1, 0, 2, 0])
 
