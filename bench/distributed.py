@@ -69,7 +69,10 @@ QUICK = dict(
 # packing (a timing stand-in for a copy-free reduction: the gradients are not averaged then).
 # "MPI only" is plait's default with PLAIT_DIST_SHM=0: every byte through MPI, as before the
 # shared-memory sums (plait/distributed/_shm.py), which ranks on one machine use by default.
-CONFIGS = (("1 rank", 1, "plait"), ("2 ranks", 2, "plait"), ("2 ranks, overlap off", 2, "plait-off"),
+# "sharded update" is DataParallel(shard_update=True): one copy of the weights and Adam's state
+# in shared memory, each rank summing and stepping its slice of every parameter (_sharded.py).
+CONFIGS = (("1 rank", 1, "plait"), ("2 ranks", 2, "plait"), ("2 ranks, sharded update", 2, "plait-shard"),
+           ("2 ranks, overlap off", 2, "plait-off"),
            ("2 ranks, MPI only", 2, "plait-mpi"),
            ("2 ranks, no allreduce", 2, "none"), ("2 ranks, raw mpi4py Allreduce", 2, "mpi4py"))
 MODELS = (("mlp", "MLP 784-512-512-10"), ("cnn", "text CNN"))
@@ -129,6 +132,10 @@ def data_parallel(model, comm, mode: str, overlap: str):
     from plait.distributed import DataParallel
 
     kwargs = {}
+    if mode == "plait-shard":
+        if "shard_update" not in inspect.signature(DataParallel).parameters:
+            raise SystemExit("bench/distributed.py: this plait's DataParallel has no shard_update option")
+        return DataParallel(model, comm, shard_update=True)
     if "overlap" in inspect.signature(DataParallel).parameters:
         if mode != "plait":  # plait-off, and the jobs that swap the reduction
             kwargs["overlap"] = False
@@ -175,11 +182,14 @@ def child_train(p: Dict[str, Any]) -> None:
             dp = data_parallel(model, comm, mode, p.get("overlap", "auto"))
             begin_update = dp.begin_update
 
-            def finish_update(optimizer, _dp=dp):
+            def finish_update(optimizer, _dp=dp, _fused=mode == "plait-shard"):
                 # DataParallel.finish_update, in its two halves: the reduction (what is left of
-                # it after backprop, when it overlaps), then the optimizer.
+                # it after backprop, when it overlaps), then the optimizer. The sharded update
+                # does both in one (its reduction time is not apart: left at 0).
                 t = time.perf_counter()
-                if hasattr(_dp, "allreduce_grads"):
+                if _fused:
+                    _dp.finish_update(optimizer)
+                elif hasattr(_dp, "allreduce_grads"):
                     _dp.allreduce_grads()
                     reduce_time[0] += time.perf_counter() - t
                     model.finish_update(optimizer)
@@ -806,7 +816,7 @@ def print_scaling(runs: Dict[str, List[Dict[str, Any]]], medians: Dict[str, Any]
             if r.get("overlap"):
                 sent = r.get("overlapped_buckets")
                 overlap = " (overlap)" if sent is None else f" (overlap, {sent:.0f} early)"
-            what = {"plait": overlap, "plait-off": " (overlap off)", "plait-mpi": " (MPI only)",
+            what = {"plait": overlap, "plait-shard": " (sharded update)", "plait-off": " (overlap off)", "plait-mpi": " (MPI only)",
                     "none": " (no allreduce)", "mpi4py": " (raw Allreduce)"}[mode]
             rows.append([label, f"{n}{what}", f"{r['batch_per_rank']:.0f}", f"{r['ex_per_s']:,.0f}",
                          f"{r['ex_per_cpu_s']:,.0f}",
@@ -817,7 +827,8 @@ def print_scaling(runs: Dict[str, List[Dict[str, Any]]], medians: Dict[str, Any]
     print(_render(headers, rows))
     print("\nex/s: all ranks' examples / the slowest rank's wall time; ex/CPU-s: / the ranks' summed CPU time "
           "(an MPI wait spins, so it counts). The ms columns are per step, mean over ranks: begin_update, "
-          "backprop, the update (the reduction, then the optimizer), and the part of it spent reducing "
+          "backprop, the update (the reduction, then the optimizer; the sharded update does both at once and shows "
+          "no part apart), and the part of it spent reducing "
           "(DataParallel.allreduce_grads: what is left after backprop when it overlaps, 'overlap, k early': k "
           "buckets of the last update were sent during backprop; the stand-ins' own Allreduce, or nothing). "
           "'best rounds': the fastest round of each job against each other (a busy spell only ever slows a "

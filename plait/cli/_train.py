@@ -647,7 +647,10 @@ class _Trainer:
         if comm is not None:
             from ..distributed import DataParallel
 
-            self.dp = DataParallel(self.model, comm, broadcast=False)  # prepare() broadcast already
+            # prepare() broadcast already. shard_update: on one machine the ranks share the
+            # weights and the optimizer's state, each stepping its slice (plait/distributed/_sharded.py);
+            # nothing else in this loop writes them (evaluation swaps the averages in, saving reads).
+            self.dp = DataParallel(self.model, comm, broadcast=False, shard_update=True)
         # THEIRS/model-best of `--resume THEIRS --output MINE`, written at the first save unless
         # that evaluation is itself a new best.
         self._carry_best = carry_best

@@ -411,7 +411,7 @@ class Communicator:
         # device_done: a callable that says whether work queued on the GPU (NCCL) has finished.
         MPI = self._MPI
         testall = MPI.Request.Testall
-        if any(type(r) is _shm.ShmSum for r in requests):
+        if any(isinstance(r, _shm.ShmRequest) for r in requests):
             testall = self._test_all
         deadline = time.monotonic() + self.timeout
         spins = 0

@@ -5,6 +5,9 @@ import copy
 import dataclasses
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+import numpy
+
+from . import _sharded
 from ._comm import get_communicator
 
 
@@ -56,9 +59,20 @@ class DataParallel:
     gradient, while earlier layers still compute. It expects one `begin_update` and its backprop
     per `finish_update`; gradient accumulation over several begin_update calls needs
     overlap=False (refused with that advice otherwise).
+
+    shard_update=True: when every rank runs on this machine (shared memory) and the optimizer
+    is plait's Adam or RAdam, the ranks keep one copy of the weights and of the optimizer's
+    moments and averages in shared memory, and each rank sums and steps only its slice of every
+    parameter (see _sharded.py): half the memory traffic and a 1/size share of the optimizer's
+    arithmetic per rank, with the same result as the plain update up to the rounding of the
+    clipping norm. While it lasts, the ranks' models and optimizers share those arrays: change
+    them only through `finish_update` (or call `detach()` first, on every rank). Elsewhere (across
+    machines, another optimizer, GPU arrays) it takes the plain path, which detaches. `sharded`
+    tells whether the last update was sharded.
     """
 
-    def __init__(self, model: Any, comm: Optional[Any] = None, *, broadcast: bool = True, overlap: bool = True) -> None:
+    def __init__(self, model: Any, comm: Optional[Any] = None, *, broadcast: bool = True, overlap: bool = True,
+                 shard_update: bool = False) -> None:
         self.model = model
         self.comm = get_communicator() if comm is None else comm
         if broadcast:
@@ -70,6 +84,10 @@ class DataParallel:
         self._scaled: Optional[bool] = None  # this update's gradients: divided by size (True), raw (False), none yet
         #: How many gradient buckets of the last update were sent during backprop (overlap).
         self.overlapped_buckets = 0
+        self.shard_update = bool(shard_update) and self.distributed
+        self._state: Optional[Any] = None  # _sharded.ShardedState of the current layout
+        #: Whether the last update was sharded (shard_update=True where it applies).
+        self.sharded = False
 
     def __repr__(self) -> str:
         return f"DataParallel({self.model.name!r}, {self.comm!r})"
@@ -95,6 +113,8 @@ class DataParallel:
                 return layout
         entries = _param_entries(self.model)
         if layout is None or not layout.fits(entries):
+            self.detach()  # the shared arrays belong to the old layout
+            self._state = None
             layout = self._layout = _Layout(self.comm, entries)
         else:
             layout.like = [param for _node, _name, param in reversed(entries)]
@@ -114,7 +134,8 @@ class DataParallel:
                 "batches, build DataParallel(model, comm, overlap=False)."
             )
         layout = self._layout_now()
-        if self.overlap and len(layout.plan) > 1:
+        # The sharded update sums at finish_update, with the step: nothing to overlap.
+        if self.overlap and len(layout.plan) > 1 and not (self.shard_update and _sharded.can_share(layout)):
             self._session = _OverlapSession(self.comm, self.model, layout)
             Y, backprop = self._session.forward(X)
         else:
@@ -146,8 +167,10 @@ class DataParallel:
         """
         session, self._session = self._session, None
         scaled, self._scaled = self._scaled, None
+        self.sharded = False
         if not self.distributed:
             return
+        self.detach()  # the plain update steps private arrays on every rank
         layout = session.layout if session is not None else self._layout_now()
         if session is None:
             # No overlap (or no forward on this rank, an empty share of the batch): every
@@ -159,9 +182,66 @@ class DataParallel:
             session.close()
 
     def finish_update(self, optimizer: Any) -> None:
-        """Average the gradients over the ranks, then `model.finish_update(optimizer)`."""
+        """Average the gradients over the ranks, then `model.finish_update(optimizer)`.
+
+        With shard_update=True, where it applies, the same step sharded over the ranks."""
+        if self.shard_update and self._session is None and _sharded.shardable(optimizer):
+            layout = self._layout_now()
+            if _sharded.can_share(layout):
+                self._sharded_update(layout, optimizer)
+                return
         self.allreduce_grads()
         self.model.finish_update(optimizer)
+
+    def detach(self) -> None:
+        """Give this rank private copies of the weights and the optimizer state (shard_update).
+
+        Every rank must call it at the same point (between updates). The next sharded update
+        shares them again."""
+        if self._state is not None:
+            self._state.detach()
+
+    def _sharded_update(self, layout: "_Layout", optimizer: Any) -> None:
+        scaled, self._scaled = self._scaled, None
+        self.sharded = True
+        self.overlapped_buckets = 0
+        state = self._state
+        if state is None:
+            state = self._state = _sharded.ShardedState(self.comm, layout)  # collective
+        if state.optimizer is not None and state.optimizer is not optimizer:
+            state.detach()  # the former optimizer keeps its state (copied out before READY)
+        session = _OverlapSession(self.comm, self.model, layout, hooks=False)
+        try:
+            for b in range(len(layout.plan)):
+                session._pack(b)
+            if scaled is None and session._has_raw_gradients():
+                scaled = False
+        finally:
+            session.close()
+        layout.counts[0] = 1 if scaled is True else 0
+        layout.counts[1] = 1 if scaled is False else 0
+        state.barrier(_sharded._READY, "DataParallel's sharded update (gradients written)")
+        last = layout.plan[-1]
+        n = len(layout.entries)
+        at = last.flags_at
+        flags = numpy.zeros(n + 2, dtype=numpy.float64)
+        for region in last.shared.regions:
+            flags += region[at:at + n + 2]
+        n_scaled, n_raw = int(flags[n]), int(flags[n + 1])
+        if n_scaled and n_raw:
+            raise RuntimeError(
+                f"DataParallel: {n_raw} rank(s) ran backprop without the wrapper (model.begin_update) and "
+                f"{n_scaled} with it (DataParallel.begin_update): their gradients cannot be averaged together. "
+                "Use the same one on every rank."
+            )
+        active = [i for i in range(n) if flags[i] > 0 and layout.like[i].size > 0]
+        state.attach(optimizer)
+        state.step(optimizer, active, 1.0 / self.comm.size if n_raw else 1.0)
+        if not session.all_views:
+            for index, (node, name, _param) in enumerate(layout.entries):
+                view = layout.views[index]
+                if node.has_grad(name) and node._params.get_grad(node.id, name) is not view:
+                    node.set_grad(name, view)  # from now on, backprop accumulates into the bucket
 
 
 def _times(value: Any, factor: float) -> Any:

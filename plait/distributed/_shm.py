@@ -115,7 +115,16 @@ class SharedBucket:
                 region[lo:hi] = out
 
 
-class ShmSum:
+class ShmRequest:
+    """Work between the ranks of this machine that a wait advances with Test(), as an MPI request."""
+
+    __slots__ = ()
+
+    def Test(self) -> bool:  # pragma: no cover - every kind defines it
+        raise NotImplementedError
+
+
+class ShmSum(ShmRequest):
     """A sum in progress, with the Test() of an MPI request: True once this rank has the sum."""
 
     __slots__ = ("bucket", "seq", "phase")
@@ -210,7 +219,7 @@ def test_all(requests: List[Any], mpi_testall: Any) -> bool:
     done = True
     mpi: List[Any] = []
     for request in requests:
-        if type(request) is ShmSum:
+        if isinstance(request, ShmRequest):
             if not request.Test():
                 done = False
         else:
@@ -220,4 +229,4 @@ def test_all(requests: List[Any], mpi_testall: Any) -> bool:
     return done
 
 
-__all__: Tuple[str, ...] = ("SharedBucket", "ShmSum", "enabled_by_env", "shared_bucket", "test_all")
+__all__: Tuple[str, ...] = ("SharedBucket", "ShmRequest", "ShmSum", "enabled_by_env", "shared_bucket", "test_all")

@@ -32,14 +32,15 @@ def test_quick_run_prints_scaling_allreduce_and_cost_model(mpi, tmp_path):
     out = proc.stdout
     assert "FAILED" not in out, out[-3000:]
 
-    # Scaling: each model on 1 rank and on 2 ranks five ways (plait's default, overlap off, MPI
-    # only, no allreduce, a raw one); an efficiency (a percentage) on the 2-rank rows, positive
-    # throughputs.
+    # Scaling: each model on 1 rank and on 2 ranks six ways (plait's default, the sharded update,
+    # overlap off, MPI only, no allreduce, a raw one); an efficiency (a percentage) on the 2-rank
+    # rows, positive throughputs.
     head, rows = table_after(out, "Weak scaling")
-    assert _col(head, rows, "model") == ["MLP 784-512-512-10"] * 6 + ["text CNN"] * 6
+    assert _col(head, rows, "model") == ["MLP 784-512-512-10"] * 7 + ["text CNN"] * 7
     # "2 (overlap, k early)" where plait's DataParallel overlaps by default.
     ranks = [re.sub(r" \(overlap, .*\)$", "", r) for r in _col(head, rows, "ranks")]
-    assert ranks == ["1", "2", "2 (overlap off)", "2 (MPI only)", "2 (no allreduce)", "2 (raw Allreduce)"] * 2, rows
+    assert ranks == ["1", "2", "2 (sharded update)", "2 (overlap off)", "2 (MPI only)", "2 (no allreduce)",
+                     "2 (raw Allreduce)"] * 2, rows
     for col in ("ex/s", "ex/CPU-s"):
         assert all(float(v.replace(",", "")) > 0 for v in _col(head, rows, col)), rows
     for row in rows:

@@ -5,8 +5,11 @@ argv: MODE OUT [BATCH] [STEPS] [MODEL]
                            OUT (npz). textcnn: HashEmbed, expand_window, Maxout, reduce_mean,
                            Softmax over ragged documents (the bench's text CNN), with plait's
                            CategoricalCrossentropy (the mean over each rank's batch).
+                           PLAIT_TEST_SHARD=1: DataParallel(shard_update=True);
+                           PLAIT_TEST_ADAM: JSON keyword arguments of Adam besides its 0.01.
   hang   OUT             : write this rank's pid to OUT.rank<r>, then train forever (to be killed).
 """
+import json
 import os
 import sys
 import time
@@ -62,8 +65,9 @@ def main():
     # Different random init on every rank: bcast_params must make them equal.
     numpy.random.seed(1234 + comm.rank)
     model = chain(Relu(16), Relu(16), Softmax(4)).initialize(X=X[:4], Y=Y[:4])
-    dp = DataParallel(model, comm)
-    optimizer = Adam(0.01)
+    shard_update = os.environ.get("PLAIT_TEST_SHARD") == "1"
+    dp = DataParallel(model, comm, shard_update=shard_update)
+    optimizer = Adam(0.01, **json.loads(os.environ.get("PLAIT_TEST_ADAM", "{}")))
     Xs, Ys = shard(X, comm.rank, comm.size), shard(Y, comm.rank, comm.size)
     if mode == "hang":
         with open(f"{out}.rank{comm.rank}", "w") as f:
@@ -80,7 +84,7 @@ def main():
         X, Y = text_data()
         numpy.random.seed(99 + comm.rank)
         model = text_cnn().initialize(X=X[:8], Y=Y[:8])
-        dp = DataParallel(model, comm)
+        dp = DataParallel(model, comm, shard_update=shard_update)
         Xs, Ys = shard(X, comm.rank, comm.size), shard(Y, comm.rank, comm.size)
         loss_fn = CategoricalCrossentropy()
         starts = list(range(0, len(Xs) - batch + 1, batch))
@@ -89,7 +93,7 @@ def main():
             Yh, backprop = dp.begin_update(Xs[i:i + batch])
             backprop(loss_fn.get_grad(Yh, Ys[i:i + batch]))
             dp.finish_update(optimizer)
-        finish(comm, model, Xs, Ys, out)
+        finish(comm, model, Xs, Ys, out, dp)
         return
     starts = list(range(0, len(Xs) - batch + 1, batch))
     for step in range(steps):
@@ -97,10 +101,12 @@ def main():
         Yh, backprop = dp.begin_update(Xs[i:i + batch])
         backprop((Yh - Ys[i:i + batch]) / batch)
         dp.finish_update(optimizer)
-    finish(comm, model, Xs, Ys, out)
+    finish(comm, model, Xs, Ys, out, dp)
 
 
-def finish(comm, model, Xs, Ys, out):
+def finish(comm, model, Xs, Ys, out, dp):
+    # With shard_update=True the updates were sharded wherever they could be (one machine).
+    assert dp.sharded == (dp.shard_update and os.environ.get("PLAIT_DIST_SHM", "1") != "0"), (dp.sharded, dp.shard_update)
     loss = comm.allreduce_scalar(float(((model.predict(Xs) - Ys) ** 2).sum()), op="sum")
     metrics = comm.gather({"rank": comm.rank, "n": len(Xs)})
     params = {f"{node.id - model.id}_{name}": node.ops.to_numpy(node.get_param(name)) for node in model.walk() for name in node.param_names if node.has_param(name)}

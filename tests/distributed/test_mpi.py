@@ -32,13 +32,24 @@ SHM = pytest.mark.parametrize("shm", ["1", "0"], ids=["shm", "mpi-only"])
 
 
 @pytest.mark.parametrize(
-    "model,bucket_mb,shm",
-    [("mlp", "25", "1"), ("mlp", "0.001", "1"), ("textcnn", "25", "1"), ("mlp", "0.001", "0")],
-    ids=["mlp-one-bucket", "mlp-many-buckets", "textcnn", "mlp-many-buckets-mpi-only"],
+    "model,bucket_mb,shm,shard,adam",
+    [("mlp", "25", "1", "0", "{}"), ("mlp", "0.001", "1", "0", "{}"), ("textcnn", "25", "1", "0", "{}"),
+     ("mlp", "0.001", "0", "0", "{}"),
+     # DataParallel(shard_update=True): one copy of the weights and Adam's state, stepped in slices.
+     ("mlp", "25", "1", "1", "{}"), ("mlp", "0.001", "1", "1", "{}"), ("textcnn", "25", "1", "1", "{}"),
+     # clipping (the norm summed from the slices), coupled L2, no averages; RAdam
+     ("mlp", "25", "1", "1", '{"grad_clip": 0.05, "L2": 0.001, "L2_is_weight_decay": false, "use_averages": false}'),
+     ("textcnn", "0.001", "1", "1", '{"grad_clip": 0.05}'),
+     # where it cannot share (MPI only), the plain update
+     ("mlp", "25", "0", "1", "{}")],
+    ids=["mlp-one-bucket", "mlp-many-buckets", "textcnn", "mlp-many-buckets-mpi-only",
+         "sharded-mlp-one-bucket", "sharded-mlp-many-buckets", "sharded-textcnn",
+         "sharded-mlp-clipped-coupled-L2", "sharded-textcnn-clipped-many-buckets", "sharded-mlp-mpi-only"],
 )
-def test_two_ranks_match_one_rank_with_twice_the_batch(mpi, tmp_path, model, bucket_mb, shm):
-    one = _train(1, 16, 50, tmp_path / "one.npz", model)
-    two = _train(2, 8, 50, tmp_path / "two.npz", model, PLAIT_DIST_BUCKET_MB=bucket_mb, PLAIT_DIST_SHM=shm)
+def test_two_ranks_match_one_rank_with_twice_the_batch(mpi, tmp_path, model, bucket_mb, shm, shard, adam):
+    one = _train(1, 16, 50, tmp_path / "one.npz", model, PLAIT_TEST_ADAM=adam)
+    two = _train(2, 8, 50, tmp_path / "two.npz", model, PLAIT_DIST_BUCKET_MB=bucket_mb, PLAIT_DIST_SHM=shm,
+                 PLAIT_TEST_SHARD=shard, PLAIT_TEST_ADAM=adam)
     assert sorted(one.files) == sorted(two.files)
     for key in one.files:
         if key == "loss":
@@ -74,17 +85,37 @@ def test_collectives_give_the_means_sums_and_objects_they_must(mpi, shm):
     assert sorted(re.findall(r"ok \d", result.stdout)) == ["ok 0", "ok 1"], result.stdout
 
 
+@pytest.mark.parametrize(
+    "n,bucket_mb,shm",
+    [(2, "25", "1"), (2, "0.001", "1"), (3, "25", "1"), (2, "25", "0")],
+    ids=["2-ranks", "2-ranks-many-buckets", "3-ranks", "2-ranks-mpi-only"],
+)
+def test_sharded_update_matches_the_plain_one_through_optimizer_and_path_changes(mpi, n, bucket_mb, shm):
+    # tests/distributed/_shard_worker.py: DataParallel(shard_update=True) and the plain one side
+    # by side through a second optimizer, the plain path in between, loaded weights, raw
+    # gradients and SGD; the same weights, moments, averages and counts after each stage.
+    before = _shm_files()
+    cmd = launch(n, [str(WORKER.with_name("_shard_worker.py"))])
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                            env=env(PLAIT_DIST_BUCKET_MB=bucket_mb, PLAIT_DIST_SHM=shm))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert _shm_files() <= before, "shared-memory files left behind"
+    assert sorted(re.findall(r"ok \d", result.stdout)) == [f"ok {r}" for r in range(n)], result.stdout
+
+
 def _shm_files():
     shm = Path("/dev/shm")
     return {p.name for p in shm.glob("plait-dist-*")} if shm.is_dir() else set()
 
 
 # The wait is the same loop either way; each path is killed, shared memory also hung.
-@pytest.mark.parametrize("sig,shm", [(signal.SIGKILL, "1"), (signal.SIGSTOP, "1"), (signal.SIGKILL, "0")],
-                         ids=["killed", "hung", "killed-mpi-only"])
-def test_a_dead_or_hung_rank_makes_the_other_exit_naming_it(mpi, tmp_path, sig, shm):
+@pytest.mark.parametrize("sig,shm,shard", [(signal.SIGKILL, "1", "0"), (signal.SIGSTOP, "1", "0"), (signal.SIGKILL, "0", "0"),
+                                            (signal.SIGKILL, "1", "1"), (signal.SIGSTOP, "1", "1")],
+                         ids=["killed", "hung", "killed-mpi-only", "killed-sharded", "hung-sharded"])
+def test_a_dead_or_hung_rank_makes_the_other_exit_naming_it(mpi, tmp_path, sig, shm, shard):
     returncode, elapsed, stderr, survivor = signal_rank_1(WORKER, tmp_path / "pid", sig,
-                                                          env(PLAIT_DIST_TIMEOUT="3", PLAIT_DIST_SHM=shm))
+                                                          env(PLAIT_DIST_TIMEOUT="3", PLAIT_DIST_SHM=shm,
+                                                              PLAIT_TEST_SHARD=shard))
     assert returncode != 0
     assert elapsed < 60
     assert "plait.distributed: rank 0 of 2:" in stderr, (returncode, elapsed, stderr[-3000:], state(survivor))

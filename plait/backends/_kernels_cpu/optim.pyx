@@ -450,20 +450,15 @@ def adam(object W, object G, object M1, object M2, object beta1, object beta2, o
     return True
 
 
-def adam_step(object W, object G, object M1, object M2, object A, object beta1, object beta2,
-              object eps, object learn_rate, object mod_rate, object L2, object weight_decay,
-              object grad_clip, object nr_update, object max_decay) -> bool:
-    """Ops.adam_step's arithmetic in two passes (the norm if clipping, then the update).
-
-    Returns False, touching nothing, unless the arrays (A may be None) are C-contiguous, of one
-    float dtype and one shape, and the hyper-parameters are Python numbers with grad_clip >= 0.
-    """
+cdef bint _step(object W, object G, object M1, object M2, object A, object beta1, object beta2,
+                object eps, object learn_rate, object mod_rate, object L2, object weight_decay,
+                object nr_update, object max_decay, double clip, double scale):
+    """The step of adam_step (clip > 0: clip to that norm; else scale != 1: multiply by scale)."""
     if not (
         _suits(W, G, M1, M2, A)
         and _is_number(beta1) and _is_number(beta2) and _is_number(eps)
         and _is_number(learn_rate) and _is_number(mod_rate) and _is_number(L2)
-        and _is_number(weight_decay) and _is_number(grad_clip) and _is_number(nr_update)
-        and _is_number(max_decay) and grad_clip >= 0
+        and _is_number(weight_decay) and _is_number(nr_update) and _is_number(max_decay)
     ):
         return False
     cdef plait_adam_args args = _args(beta1, beta2, eps, learn_rate, mod_rate)
@@ -474,7 +469,7 @@ def adam_step(object W, object G, object M1, object M2, object A, object beta1, 
     cdef void* m1 = cnp.PyArray_DATA(<cnp.ndarray>M1)
     cdef void* m2 = cnp.PyArray_DATA(<cnp.ndarray>M2)
     cdef void* avg = NULL
-    cdef double clip = grad_clip, norm
+    cdef double norm
     if A is not None:
         # The decay exactly as update_averages computes it.
         decay = min((1.0 + nr_update) / (10.0 + nr_update), max_decay)
@@ -485,6 +480,9 @@ def adam_step(object W, object G, object M1, object M2, object A, object beta1, 
     args.use_L2 = args.L2 != 0.0
     args.weight_decay = weight_decay
     args.use_decay = args.weight_decay != 0.0
+    if clip <= 0.0 and scale != 1.0:
+        args.use_scale = 1
+        args.scale = scale
     with nogil:
         if clip > 0.0:
             norm = sqrt(_sumsq(is_f32, g, w, args.L2, args.use_L2, n))
@@ -493,3 +491,54 @@ def adam_step(object W, object G, object M1, object M2, object A, object beta1, 
                 args.scale = clip / norm
         _adam_blocks(is_f32, w, g, m1, m2, avg, &args, n)
     return True
+
+
+def adam_step(object W, object G, object M1, object M2, object A, object beta1, object beta2,
+              object eps, object learn_rate, object mod_rate, object L2, object weight_decay,
+              object grad_clip, object nr_update, object max_decay) -> bool:
+    """Ops.adam_step's arithmetic in two passes (the norm if clipping, then the update).
+
+    Returns False, touching nothing, unless the arrays (A may be None) are C-contiguous, of one
+    float dtype and one shape, and the hyper-parameters are Python numbers with grad_clip >= 0.
+    """
+    if not (_is_number(grad_clip) and grad_clip >= 0):
+        return False
+    return _step(W, G, M1, M2, A, beta1, beta2, eps, learn_rate, mod_rate, L2, weight_decay,
+                 nr_update, max_decay, grad_clip, 1.0)
+
+
+def adam_step_scaled(object W, object G, object M1, object M2, object A, object beta1, object beta2,
+                     object eps, object learn_rate, object mod_rate, object L2, object weight_decay,
+                     double scale, object nr_update, object max_decay) -> bool:
+    """adam_step with the clipping factor given: `(G + L2 * W) * scale` is the gradient stepped on.
+
+    For a parameter split among processes (plait.distributed's sharded update): each holds a
+    slice, the norm is summed over the slices' `sumsq`, and every slice steps with the factor
+    that norm gives. Returns False, touching nothing, where adam_step would.
+    """
+    return _step(W, G, M1, M2, A, beta1, beta2, eps, learn_rate, mod_rate, L2, weight_decay,
+                 nr_update, max_decay, 0.0, scale)
+
+
+def sumsq(object G, object W, object L2):
+    """The sum of squares of (G + L2 * W) in float64, as adam_step's clipping norm sums it.
+
+    None (nothing computed) unless G and W are C-contiguous arrays of one float dtype and one
+    shape and L2 a Python number.
+    """
+    if not (isinstance(W, cnp.ndarray) and _is_number(L2)):
+        return None
+    cdef int itemsize = cnp.PyArray_ITEMSIZE(<cnp.ndarray>W)
+    if itemsize != 4 and itemsize != 8:
+        return None
+    if not (_is_floats(W, itemsize, None) and _is_floats(G, itemsize, <cnp.ndarray>W)):
+        return None
+    cdef bint is_f32 = itemsize == 4
+    cdef double l2 = L2
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(<cnp.ndarray>W)
+    cdef const void* g = cnp.PyArray_DATA(<cnp.ndarray>G)
+    cdef const void* w = cnp.PyArray_DATA(<cnp.ndarray>W)
+    cdef double total
+    with nogil:
+        total = _sumsq(is_f32, g, w, l2, l2 != 0.0, n)
+    return total
