@@ -86,6 +86,7 @@ class DataParallel:
         self.overlapped_buckets = 0
         self.shard_update = bool(shard_update) and self.distributed
         self._state: Optional[Any] = None  # _sharded.ShardedState of the current layout
+        self._state_failed = False  # no shared mapping could be made for it
         #: Whether the last update was sharded (shard_update=True where it applies).
         self.sharded = False
 
@@ -114,7 +115,7 @@ class DataParallel:
         entries = _param_entries(self.model)
         if layout is None or not layout.fits(entries):
             self.detach()  # the shared arrays belong to the old layout
-            self._state = None
+            self._state, self._state_failed = None, False
             layout = self._layout = _Layout(self.comm, entries)
         else:
             layout.like = [param for _node, _name, param in reversed(entries)]
@@ -187,7 +188,7 @@ class DataParallel:
         With shard_update=True, where it applies, the same step sharded over the ranks."""
         if self.shard_update and self._session is None and _sharded.shardable(optimizer):
             layout = self._layout_now()
-            if _sharded.can_share(layout):
+            if _sharded.can_share(layout) and self._shared_state(layout) is not None:
                 self._sharded_update(layout, optimizer)
                 return
         self.allreduce_grads()
@@ -201,13 +202,21 @@ class DataParallel:
         if self._state is not None:
             self._state.detach()
 
+    def _shared_state(self, layout: "_Layout") -> Optional[Any]:
+        """The layout's ShardedState, made on first use (collective), or None where the shared
+        mapping cannot be made (every rank then sees None, and the plain update goes on)."""
+        if self._state is None and not self._state_failed:
+            try:
+                self._state = _sharded.ShardedState(self.comm, layout)
+            except _sharded.NoSharedMemory:
+                self._state_failed = True
+        return self._state
+
     def _sharded_update(self, layout: "_Layout", optimizer: Any) -> None:
         scaled, self._scaled = self._scaled, None
         self.sharded = True
         self.overlapped_buckets = 0
         state = self._state
-        if state is None:
-            state = self._state = _sharded.ShardedState(self.comm, layout)  # collective
         if state.optimizer is not None and state.optimizer is not optimizer:
             state.detach()  # the former optimizer keeps its state (copied out before READY)
         session = _OverlapSession(self.comm, self.model, layout, hooks=False)

@@ -57,6 +57,10 @@ def shardable(optimizer: Any) -> bool:
     return bool(optimizer.use_radam or (optimizer._b1 > 0.0 and optimizer._b2 > 0.0))
 
 
+class NoSharedMemory(OSError):
+    """The ranks could not share a mapping (every rank gets it): the plain update takes over."""
+
+
 class ShmBarrier(_shm.ShmRequest):
     """Reached once every rank has raised its counter of `kind` to `seq`."""
 
@@ -100,9 +104,9 @@ class ShardedState:
                 at = _round_up(at + param.size * item, _LINE)
             offsets.append(arrays)
         nbytes = _round_up(at, _PAGE)
-        mapping = _shm.create_mapping(comm, nbytes)
+        mapping = _shm.create_mapping(comm, nbytes)  # collective; warns where it cannot
         if mapping is None:
-            raise OSError("no shared memory")
+            raise NoSharedMemory(f"{nbytes} bytes of memory shared by the ranks could not be made")
         self._mapping = mapping
         counters = numpy.frombuffer(mapping, dtype=numpy.uint8, count=control, offset=0)
         self._counter_views = counters
@@ -285,4 +289,4 @@ def can_share(layout: Any) -> bool:
     return _kernels() is not None and all(bucket.shared is not None for bucket in layout.plan)
 
 
-__all__: Tuple[str, ...] = ("ShardedState", "can_share", "shardable")
+__all__: Tuple[str, ...] = ("NoSharedMemory", "ShardedState", "can_share", "shardable")

@@ -77,6 +77,15 @@ def main():
     plain = DataParallel(plain_model, comm)
     sharded = DataParallel(shard_model, comm, shard_update=True)
     want_shared = os.environ.get("PLAIT_DIST_SHM", "1") != "0"
+    if os.environ.get("PLAIT_TEST_NO_SHARED_STATE") == "1":
+        # The shared mapping of the weights cannot be made (on every rank): the plain update.
+        from plait.distributed import _sharded
+
+        def refuse(self, *args, **kwargs):
+            raise _sharded.NoSharedMemory("refused by the test")
+
+        _sharded.ShardedState.__init__ = refuse
+        want_shared = False
 
     def train(steps, plain_opt, shard_opt, how="finish_update", offset=0):
         for step in range(steps):

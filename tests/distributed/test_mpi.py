@@ -90,18 +90,19 @@ def test_collectives_give_the_means_sums_and_objects_they_must(mpi, shm):
 
 
 @pytest.mark.parametrize(
-    "n,bucket_mb,shm",
-    [(2, "25", "1"), (2, "0.001", "1"), (3, "25", "1"), (2, "25", "0")],
-    ids=["2-ranks", "2-ranks-many-buckets", "3-ranks", "2-ranks-mpi-only"],
+    "n,bucket_mb,shm,no_state",
+    [(2, "25", "1", "0"), (2, "0.001", "1", "0"), (3, "25", "1", "0"), (2, "25", "0", "0"), (2, "25", "1", "1")],
+    ids=["2-ranks", "2-ranks-many-buckets", "3-ranks", "2-ranks-mpi-only", "2-ranks-no-shared-state"],
 )
-def test_sharded_update_matches_the_plain_one_through_optimizer_and_path_changes(mpi, n, bucket_mb, shm):
+def test_sharded_update_matches_the_plain_one_through_optimizer_and_path_changes(mpi, n, bucket_mb, shm, no_state):
     # tests/distributed/_shard_worker.py: DataParallel(shard_update=True) and the plain one side
     # by side through a second optimizer, the plain path in between, loaded weights, raw
     # gradients and SGD; the same weights, moments, averages and counts after each stage.
     before = _shm_files()
     cmd = launch(n, [str(WORKER.with_name("_shard_worker.py"))])
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
-                            env=env(PLAIT_DIST_BUCKET_MB=bucket_mb, PLAIT_DIST_SHM=shm))
+                            env=env(PLAIT_DIST_BUCKET_MB=bucket_mb, PLAIT_DIST_SHM=shm,
+                                    PLAIT_TEST_NO_SHARED_STATE=no_state))
     assert result.returncode == 0, result.stderr[-3000:]
     assert _shm_files() <= before, "shared-memory files left behind"
     assert sorted(re.findall(r"ok \d", result.stdout)) == [f"ok {r}" for r in range(n)], result.stdout
