@@ -1,6 +1,8 @@
 """Which BLAS computes NumpyOps' matrix products.
 
-By default products go through numpy.matmul, i.e. the OpenBLAS numpy ships. On AMD Zen 4
+By default products go through numpy.matmul, i.e. the OpenBLAS numpy ships, except on AMD's
+AVX-512 processors (Zen 4 and Zen 5), where float32 products go through plait's own copy of a
+newer OpenBLAS, as below. On AMD Zen 4
 processors that OpenBLAS picks its "SkylakeX" AVX-512 kernels, and Zen 4 runs them slower
 than OpenBLAS's own AVX2 ("Haswell", also used for "Zen") kernels: single-threaded float32
 products from 32x64x64 to 1024^3, in all three transpose layouts, ran at the same speed or up
@@ -12,7 +14,12 @@ its own OpenBLAS, the `scipy-openblas32` wheel (the build numpy and SciPy bundle
 kernels selected while it loads, at the first float32 product of at least LOAD_MIN_WORK
 multiply-adds, and sends every float32 product through it from then on.
 
-`PLAIT_BLAS` chooses: `auto` (default: as above, on Zen 4 only), `numpy` (never load a second
+On Zen 5 (full-width AVX-512) the SkylakeX kernels are the right ones, but those of the newer
+private copy ran the MLP's forward products (128x784 @ 784x512^T, 256x512 @ 512x512^T) 10-13%
+faster than numpy's and no product slower (bench/blas_choice.py, bench/README.md), so `auto`
+loads it there too, with OpenBLAS's own kernel choice.
+
+`PLAIT_BLAS` chooses: `auto` (default: as above, on Zen 4 and Zen 5), `numpy` (never load a second
 BLAS), `openblas` (use the private OpenBLAS on any processor, float32 and float64, with
 OpenBLAS's own kernel choice unless `OPENBLAS_CORETYPE` names one). An `OPENBLAS_CORETYPE` the
 user set is never overridden. Thread limits reach the private copy like any other BLAS
@@ -46,6 +53,16 @@ def _mode() -> str:
 
 def is_zen4(cpuinfo: Optional[str] = None) -> bool:
     """Whether this is an AMD family-19h processor with AVX-512 (Zen 4), from /proc/cpuinfo."""
+    return _amd_avx512_family(cpuinfo) == 25
+
+
+def is_zen5(cpuinfo: Optional[str] = None) -> bool:
+    """Whether this is an AMD family-1Ah processor with AVX-512 (Zen 5), from /proc/cpuinfo."""
+    return _amd_avx512_family(cpuinfo) == 26
+
+
+def _amd_avx512_family(cpuinfo: Optional[str] = None) -> Optional[int]:
+    """The CPU family of an AMD processor with AVX-512 (from /proc/cpuinfo), else None."""
     if cpuinfo is None:
         try:
             with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
@@ -60,11 +77,19 @@ def is_zen4(cpuinfo: Optional[str] = None) -> bool:
             continue
         key, _, value = line.partition(":")
         fields[key.strip()] = value.strip()
-    return (
-        fields.get("vendor_id") == "AuthenticAMD"
-        and fields.get("cpu family") == "25"
-        and "avx512f" in fields.get("flags", "").split()
-    )
+    if fields.get("vendor_id") != "AuthenticAMD" or "avx512f" not in fields.get("flags", "").split():
+        return None
+    try:
+        return int(fields.get("cpu family", ""))
+    except ValueError:
+        return None
+
+
+def _auto_choice() -> Optional[str]:
+    """What `auto` loads the private OpenBLAS for on this processor: 'Zen 4' (with OpenBLAS's
+    AVX2 kernels), 'Zen 5' (with its own choice, AVX-512), or None (numpy's copy suits it)."""
+    family = _amd_avx512_family()
+    return {25: "Zen 4", 26: "Zen 5"}.get(family) if family is not None else None
 
 
 def _private_library_path() -> str:
@@ -148,7 +173,7 @@ def configure(mode: Optional[str] = None) -> Dict[str, Any]:
             _state["reason"] = f"{VARIABLE}=numpy"
             return info()
         if chosen == "auto":
-            if not is_zen4():
+            if _auto_choice() is None:
                 _state["reason"] = "numpy's OpenBLAS already suits this processor"
                 return info()
             if user_coretype:
@@ -157,7 +182,7 @@ def configure(mode: Optional[str] = None) -> Dict[str, Any]:
         if mode is None:
             pending = True
             _state["reason"] = (
-                f"Zen 4: the private OpenBLAS loads at the first float32 product of "
+                f"{_auto_choice() or chosen}: the private OpenBLAS loads at the first float32 product of "
                 f">= {LOAD_MIN_WORK:,} multiply-adds"
             )
             return info()
@@ -198,8 +223,10 @@ def _install(chosen: str, user_coretype: Optional[str]) -> None:
     global _handle
     from ._kernels_cpu import gemm as _gemm
 
+    cpu = _auto_choice() if chosen == "auto" else None
     if _handle is None:
-        coretype = None if (user_coretype or chosen == "openblas") else "Haswell"
+        # auto: OpenBLAS's AVX2 kernels on Zen 4, its own choice on Zen 5 (bench/README.md).
+        coretype = "Haswell" if (cpu == "Zen 4" and not user_coretype) else None
         # Loaded late, it starts with the thread count the BLAS already in the process runs
         # with (the user's limit, a threadpoolctl block, or plait's own share of the cores).
         threads = _numpy_blas_threads()
@@ -227,7 +254,7 @@ def _install(chosen: str, user_coretype: Optional[str]) -> None:
     use_f64 = chosen == "openblas"
     _gemm.set_routines(sgemm, dgemm if use_f64 else 0)
     _state.update(library=_handle._name, corename=corename, float64=use_f64,
-                  reason=("Zen 4: OpenBLAS's AVX2 kernels for float32 products"
+                  reason=(f"{cpu}: the private OpenBLAS ({corename} kernels) for float32 products"
                           if chosen == "auto" else f"{VARIABLE}=openblas"))
 
 

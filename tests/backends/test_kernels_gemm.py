@@ -180,12 +180,14 @@ vendor_id\t: AuthenticAMD
 """
 
 
-def test_zen4_detection():
-    assert _blas.is_zen4(ZEN4)
+def test_zen4_and_zen5_detection():
+    assert _blas.is_zen4(ZEN4) and not _blas.is_zen5(ZEN4)
     assert not _blas.is_zen4(ZEN4.replace("avx512f ", ""))  # Zen 3: OpenBLAS already picks AVX2
-    assert not _blas.is_zen4(ZEN4.replace(": 25", ": 26"))  # Zen 5: full-width AVX-512, unmeasured
-    assert not _blas.is_zen4(ZEN4.replace("AuthenticAMD", "GenuineIntel"))
-    assert not _blas.is_zen4("")
+    zen5 = ZEN4.replace(": 25", ": 26")
+    assert _blas.is_zen5(zen5) and not _blas.is_zen4(zen5)
+    assert not _blas.is_zen5(zen5.replace("avx512f ", ""))
+    for other in (ZEN4.replace("AuthenticAMD", "GenuineIntel"), "", ZEN4.replace(": 25", ": x")):
+        assert not _blas.is_zen4(other) and not _blas.is_zen5(other)
 
 
 @needs_private
@@ -209,7 +211,7 @@ with threadpoolctl.threadpool_limits(1, user_api="blas"):
     ok = ok and bool((ops.gemm(a32, a32) == 200).all())
 print(json.dumps({"before": before, "after_f64": after_f64, "after_small": after_small,
                   "info": _blas.info(), "ok": ok,
-                  "zen4": _blas.is_zen4(), "libs": libs()}))
+                  "zen4": _blas.is_zen4(), "zen5": _blas.is_zen5(), "libs": libs()}))
 """
     env = {k: v for k, v in os.environ.items() if k not in ("PLAIT_BLAS", "OPENBLAS_CORETYPE")}
     env["PLAIT_NUM_THREADS"] = "2"
@@ -220,9 +222,13 @@ print(json.dumps({"before": before, "after_f64": after_f64, "after_small": after
     assert got["before"]["library"] is None and got["after_f64"]["library"] is None
     # An 8 x 8 x 8 product is not worth loading it for; a 200^3 one is.
     assert got["after_small"]["library"] is None
-    if got["zen4"]:
+    if got["zen4"] or got["zen5"]:
         assert "first float32 product" in got["before"]["reason"]
-        assert got["info"]["corename"] == "Haswell" and got["info"]["float64"] is False
+        assert got["info"]["library"] and got["info"]["float64"] is False
+        if got["zen4"]:
+            assert got["info"]["corename"] == "Haswell"  # the AVX2 kernels
+        else:
+            assert got["info"]["corename"] != "Haswell"  # OpenBLAS's own (AVX-512) choice
         private = [n for path, n in got["libs"] if path == got["info"]["library"]]
         # Loaded inside a 1-thread block, it starts with 1 thread.
         assert private == [1]
@@ -238,6 +244,6 @@ def test_user_coretype_is_respected():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert got["library"] is None or not _blas.is_zen4()
-    if _blas.is_zen4():
+    assert got["library"] is None or not (_blas.is_zen4() or _blas.is_zen5())
+    if _blas.is_zen4() or _blas.is_zen5():
         assert "OPENBLAS_CORETYPE=Haswell" in got["reason"]
