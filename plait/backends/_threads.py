@@ -245,6 +245,18 @@ def _numpy_openblas():
 def _openblas_of(package):
     """The OpenBLAS a package ships (numpy's, SciPy's), loaded already, as a ctypes library."""
     root = os.path.realpath(os.path.dirname(package.__file__))
+    # A wheel keeps it in <package>.libs: found there without importing threadpoolctl (whose
+    # import a process that set OPENBLAS_NUM_THREADS itself should not pay for).
+    import glob
+
+    bundled = sorted(glob.glob(os.path.join(root + ".libs", "lib*openblas*.so*")))
+    no_load = getattr(os, "RTLD_NOLOAD", 0)
+    if len(bundled) == 1 and no_load:
+        try:
+            # RTLD_NOLOAD: only the handle of the copy already in the process, never a new one.
+            return ctypes.CDLL(bundled[0], mode=no_load | os.RTLD_LOCAL)
+        except OSError:
+            pass  # not loaded under that name: ask threadpoolctl
     try:
         from threadpoolctl import threadpool_info
     except ImportError:  # pragma: no cover - a dependency
