@@ -285,8 +285,13 @@ class ShardedState:
 
 
 def can_share(layout: Any) -> bool:
-    """Whether every bucket of the layout is in memory shared by the ranks (one machine)."""
-    return _kernels() is not None and all(bucket.shared is not None for bucket in layout.plan)
+    """Whether every bucket of the layout is in memory shared by the ranks (one machine) and
+    every parameter is float32 or float64 (what the compiled Adam step takes)."""
+    return (
+        _kernels() is not None
+        and all(bucket.shared is not None for bucket in layout.plan)
+        and all(param.dtype.char in "fd" for param in layout.like)
+    )
 
 
 __all__: Tuple[str, ...] = ("NoSharedMemory", "ShardedState", "can_share", "shardable")
