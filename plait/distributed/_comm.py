@@ -904,6 +904,12 @@ class Communicator:
         entries = _param_entries(model)
         if self.size == 1:
             return
+        # Weights that a DataParallel(shard_update=True) shares between the ranks of this machine
+        # become private again first: model.finish_update then steps each rank's own copy (every
+        # rank detaches before this collective, so no rank copies while another steps).
+        from ._sharded import detach_shared
+
+        detach_shared(entries)
         grads = [node.get_grad(name) if node.has_grad(name) else None for node, name, _param in entries]
         result = self.allreduce_mean(grads, [param for _node, _name, param in entries], labels=_labels(entries))
         for (node, name, _param), before, after in zip(entries, grads, result):

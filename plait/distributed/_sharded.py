@@ -27,6 +27,7 @@ private copies again (detach) when it takes the plain path, or on DataParallel.d
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any, List, Optional, Tuple
 
 import numpy
@@ -145,6 +146,7 @@ class ShardedState:
         self.optimizer: Optional[Any] = None  # the optimizer whose state lives here
         self.attached = False
         self._scratch: Optional[numpy.ndarray] = None
+        _STATES.add(self)
 
     # --- barriers --------------------------------------------------------------------------
 
@@ -284,6 +286,23 @@ class ShardedState:
         self.barrier(_DONE, "DataParallel's sharded update (steps)")
 
 
+# Every ShardedState of this process (weakly), for detach_shared.
+_STATES: "weakref.WeakSet[ShardedState]" = weakref.WeakSet()
+
+
+def detach_shared(entries: List[Tuple[Any, str, Any]]) -> None:
+    """Detach every ShardedState that shares one of these (node, name, param) parameters.
+
+    For the plain reduction (Communicator.allreduce_grads(model), distributed_finish_update),
+    whose model.finish_update must step private arrays on every rank."""
+    if not _STATES:
+        return
+    params = {id(param) for _node, _name, param in entries}
+    for state in list(_STATES):
+        if state.attached and any(id(w) in params for w in state.weights):
+            state.detach()
+
+
 def can_share(layout: Any) -> bool:
     """Whether every bucket of the layout is in memory shared by the ranks (one machine) and
     every parameter is float32 or float64 (what the compiled Adam step takes)."""
@@ -294,4 +313,4 @@ def can_share(layout: Any) -> bool:
     )
 
 
-__all__: Tuple[str, ...] = ("NoSharedMemory", "ShardedState", "can_share", "shardable")
+__all__: Tuple[str, ...] = ("NoSharedMemory", "ShardedState", "can_share", "detach_shared", "shardable")

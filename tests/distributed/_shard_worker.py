@@ -4,7 +4,8 @@ the plain DataParallel, two copies of one model trained side by side on the same
 After each stage the two copies must hold the same weights, moments, averages and update
 counts (up to the rounding of the clipping norm). The stages go through what can change under
 the sharded update: a second optimizer (the first keeps its own state), the plain path in
-between (allreduce_grads, then model.finish_update: private arrays again), weights loaded from
+between (allreduce_grads, then model.finish_update; distributed_finish_update on the bare
+model: private arrays again), weights loaded from
 bytes, an optimizer the sharded update cannot do (SGD), and a rank whose gradients came without
 the wrapper. Prints 'ok <rank>' when every check passed.
 """
@@ -13,7 +14,7 @@ import os
 import numpy
 
 from plait.api import SGD, Adam, Relu, Softmax, chain
-from plait.distributed import DataParallel, get_communicator, shard
+from plait.distributed import DataParallel, distributed_finish_update, get_communicator, shard
 
 
 def flat_state(model, optimizer):
@@ -91,7 +92,7 @@ def main():
         for step in range(steps):
             Xb, Yb = batches[(step + offset) % len(batches)]
             for dp, opt in ((plain, plain_opt), (sharded, shard_opt)):
-                if how == "raw":
+                if how in ("raw", "distributed_finish_update"):
                     # Gradients not through the wrapper: raw sums, divided after the reduction.
                     Yh, backprop = dp.model.begin_update(Xb)
                 else:
@@ -100,6 +101,8 @@ def main():
                 if how == "allreduce_grads":
                     dp.allreduce_grads()
                     dp.model.finish_update(opt)
+                elif how == "distributed_finish_update":
+                    distributed_finish_update(dp.model, opt, comm)
                 else:
                     dp.finish_update(opt)
 
@@ -128,6 +131,12 @@ def main():
     # 4. Sharded again, back on the first optimizer (its state copied in).
     train(5, opt_a, opt_a2, offset=7)
     same(plain_model, opt_a, shard_model, opt_a2, "adam again")
+    # ... then the module's function on the bare model: it detaches the shared arrays first.
+    train(3, opt_a, opt_a2, how="distributed_finish_update", offset=6)
+    assert private(shard_model, opt_a2)
+    same(plain_model, opt_a, shard_model, opt_a2, "distributed_finish_update")
+    train(3, opt_a, opt_a2, offset=1)
+    same(plain_model, opt_a, shard_model, opt_a2, "sharded after distributed_finish_update")
 
     # 5. Weights replaced (loaded from bytes on every rank): the next update takes them in.
     shard_model.from_bytes(plain_model.to_bytes())
