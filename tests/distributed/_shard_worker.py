@@ -5,9 +5,9 @@ After each stage the two copies must hold the same weights, moments, averages an
 counts (up to the rounding of the clipping norm). The stages go through what can change under
 the sharded update: a second optimizer (the first keeps its own state), the plain path in
 between (allreduce_grads, then model.finish_update; distributed_finish_update on the bare
-model: private arrays again), weights loaded from
-bytes, an optimizer the sharded update cannot do (SGD), and a rank whose gradients came without
-the wrapper. Prints 'ok <rank>' when every check passed.
+model: private arrays again), weights loaded from bytes, an optimizer the sharded update
+cannot do (SGD), and gradients that came without the wrapper. Prints 'ok <rank>' when every
+check passed.
 """
 import os
 
