@@ -237,12 +237,7 @@ class DataParallel:
         for region in last.shared.regions:
             flags += region[at:at + n + 2]
         n_scaled, n_raw = int(flags[n]), int(flags[n + 1])
-        if n_scaled and n_raw:
-            raise RuntimeError(
-                f"DataParallel: {n_raw} rank(s) ran backprop without the wrapper (model.begin_update) and "
-                f"{n_scaled} with it (DataParallel.begin_update): their gradients cannot be averaged together. "
-                "Use the same one on every rank."
-            )
+        _check_gradient_kinds(n_scaled, n_raw)
         active = [i for i in range(n) if flags[i] > 0 and layout.like[i].size > 0]
         state.attach(optimizer)
         state.step(optimizer, active, 1.0 / self.comm.size if n_raw else 1.0)
@@ -251,6 +246,16 @@ class DataParallel:
                 view = layout.views[index]
                 if node.has_grad(name) and node._params.get_grad(node.id, name) is not view:
                     node.set_grad(name, view)  # from now on, backprop accumulates into the bucket
+
+
+def _check_gradient_kinds(n_scaled: int, n_raw: int) -> None:
+    """Refuse a step whose ranks mixed divided (wrapper) and raw (bare model) gradients."""
+    if n_scaled and n_raw:
+        raise RuntimeError(
+            f"DataParallel: {n_raw} rank(s) ran backprop without the wrapper (model.begin_update) and "
+            f"{n_scaled} with it (DataParallel.begin_update): their gradients cannot be averaged together. "
+            "Use the same one on every rank."
+        )
 
 
 def _times(value: Any, factor: float) -> Any:
@@ -466,12 +471,7 @@ class _OverlapSession:
                 "update is not applied; build DataParallel(model, comm, overlap=False) for this model."
             )
         n_scaled, n_raw = int(layout.counts[0]), int(layout.counts[1])
-        if n_scaled and n_raw:
-            raise RuntimeError(
-                f"DataParallel: {n_raw} rank(s) ran backprop without the wrapper (model.begin_update) and "
-                f"{n_scaled} with it (DataParallel.begin_update): their gradients cannot be averaged together. "
-                "Use the same one on every rank."
-            )
+        _check_gradient_kinds(n_scaled, n_raw)
         if n_raw:
             for bucket in self.plan:
                 values = bucket.buffer[:bucket.n_values]

@@ -39,6 +39,7 @@ _PAGE = _shm._PAGE
 _ALIGN = _shm._ALIGN
 _READY, _NORMS, _DONE = 0, 1, 2
 _KINDS = 3
+_round_up = _shm._round_up
 
 
 def _kernels() -> Optional[Any]:
@@ -75,10 +76,6 @@ class ShmBarrier(_shm.ShmRequest):
     def Test(self) -> bool:
         s = self.state
         return bool(s._sync.all_reached(s._addr[self.kind], s.size, _LINE, self.seq))
-
-
-def _round_up(n: int, to: int) -> int:
-    return (n + to - 1) // to * to
 
 
 class ShardedState:
@@ -225,16 +222,7 @@ class ShardedState:
         out = parts[self.rank]
         if out.size == 0:
             return out
-        if self.size == 2:
-            numpy.add(parts[0], parts[1], out=out)
-        else:
-            if self._scratch is None or self._scratch.size < out.size:
-                self._scratch = numpy.empty(out.size, dtype=out.dtype)
-            acc = self._scratch[:out.size]
-            numpy.add(parts[0], parts[1], out=acc)
-            for part in parts[2:]:
-                acc += part
-            out[...] = acc
+        self._scratch = _shm.sum_in_rank_order(parts, out, self._scratch)
         if scale != 1.0:
             out *= out.dtype.type(scale)
         return out

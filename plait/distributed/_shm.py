@@ -99,20 +99,28 @@ class SharedBucket:
         if lo == hi:
             return
         out = self.regions[self.rank][lo:hi]
-        parts = [region[lo:hi] for region in self.regions]
-        if self.size == 2:
-            numpy.add(parts[0], parts[1], out=out)  # out is one of them, element for element
-        else:
-            if self._scratch is None or self._scratch.size != hi - lo:
-                self._scratch = numpy.empty(hi - lo, dtype=self.dtype)
-            acc = self._scratch
-            numpy.add(parts[0], parts[1], out=acc)
-            for part in parts[2:]:
-                acc += part
-            out[...] = acc
+        self._scratch = sum_in_rank_order([region[lo:hi] for region in self.regions], out, self._scratch)
         for r, region in enumerate(self.regions):
             if r != self.rank:
                 region[lo:hi] = out
+
+
+def sum_in_rank_order(parts: List[numpy.ndarray], out: numpy.ndarray,
+                      scratch: Optional[numpy.ndarray]) -> Optional[numpy.ndarray]:
+    """out[...] = parts[0] + parts[1] + ... in that order (out is one of the parts), so that
+    every rank that sums a slice gets the same bits; returns the scratch buffer, made or kept
+    for the next call (more than two parts need one: out would be overwritten while read)."""
+    if len(parts) == 2:
+        numpy.add(parts[0], parts[1], out=out)  # out is one of them, element for element
+        return scratch
+    if scratch is None or scratch.size < out.size or scratch.dtype != out.dtype:
+        scratch = numpy.empty(out.size, dtype=out.dtype)
+    acc = scratch[:out.size]
+    numpy.add(parts[0], parts[1], out=acc)
+    for part in parts[2:]:
+        acc += part
+    out[...] = acc
+    return scratch
 
 
 class ShmRequest:
@@ -229,4 +237,5 @@ def test_all(requests: List[Any], mpi_testall: Any) -> bool:
     return done
 
 
-__all__: Tuple[str, ...] = ("SharedBucket", "ShmRequest", "ShmSum", "enabled_by_env", "shared_bucket", "test_all")
+__all__: Tuple[str, ...] = ("SharedBucket", "ShmRequest", "ShmSum", "enabled_by_env", "shared_bucket", "sum_in_rank_order",
+                             "test_all")

@@ -108,6 +108,35 @@ def test_sharded_update_matches_the_plain_one_through_optimizer_and_path_changes
     assert sorted(re.findall(r"ok \d", result.stdout)) == [f"ok {r}" for r in range(n)], result.stdout
 
 
+_MIXED_GRADIENTS = """
+import sys, numpy
+from plait.api import Adam, Relu, Softmax, chain
+from plait.distributed import DataParallel, get_communicator
+comm = get_communicator()
+X = numpy.ones((4, 6), "f")
+model = chain(Relu(5), Softmax(3)).initialize(X=X, Y=numpy.zeros((4, 3), "f"))
+dp = DataParallel(model, comm, shard_update=sys.argv[1] == "1")
+# Rank 0 runs backprop without the wrapper (raw sums), rank 1 with it (divided by the size).
+Yh, backprop = (model if comm.rank == 0 else dp).begin_update(X)
+backprop(Yh)
+try:
+    dp.finish_update(Adam(0.01))
+except RuntimeError as err:
+    print(f"rank {comm.rank} refused: {err}", flush=True)
+comm.barrier()
+"""
+
+
+@pytest.mark.parametrize("shard", ["0", "1"], ids=["plain", "sharded"])
+def test_ranks_that_mix_wrapped_and_bare_backprop_are_refused_on_every_rank(mpi, shard):
+    cmd = launch(2, ["-c", _MIXED_GRADIENTS, shard])
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env())
+    assert result.returncode == 0, result.stderr[-3000:]
+    refused = re.findall(r"rank (\d) refused: DataParallel: 1 rank\(s\) ran backprop without the wrapper", result.stdout)
+    assert sorted(refused) == ["0", "1"], result.stdout
+    assert "cannot be averaged together" in result.stdout
+
+
 def _shm_files():
     shm = Path("/dev/shm")
     return {p.name for p in shm.glob("plait-dist-*")} if shm.is_dir() else set()
