@@ -34,7 +34,7 @@ def _compiler_has_openmp(compiler) -> bool:
 # plait/backends/_kernels_cpu/__init__.py imports the build that PLAIT_ISA names or the CPU runs
 # best. The other modules (isa, gemm, openmp_info) are built once.
 KERNELS = "plait.backends._kernels_cpu"
-ISA_MODULES = ("act", "conv", "conv_gemm", "gather", "hashing", "lstm", "maxout", "norm", "optim",
+ISA_MODULES = ("act", "conv", "conv_gemm", "dense_gemm", "gather", "hashing", "lstm", "maxout", "norm", "optim",
                "random", "seq")
 ISA_BUILDS = (("avx512", 4), ("avx2", 3), ("portable", 1))
 
@@ -120,6 +120,8 @@ def _extensions():
                 [str(pyx.relative_to(ROOT))],
                 include_dirs=[numpy.get_include()],
                 define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+                # A change to a header beside the module rebuilds it.
+                depends=[str(h.relative_to(ROOT)) for h in sorted(pyx.parent.glob("*.h"))],
             )
         )
     exts = cythonize(
@@ -143,7 +145,7 @@ def _extensions():
         # differs), so the package imports whichever build it picks as its own module.
         for isa, level in builds:
             variant = Extension(f"{KERNELS}._{isa}.{module}", list(ext.sources),
-                                include_dirs=list(ext.include_dirs),
+                                include_dirs=list(ext.include_dirs), depends=list(ext.depends),
                                 define_macros=list(ext.define_macros) + [("PLAIT_ISA_BUILD", str(level))])
             variant._plait_isa = isa
             expanded.append(variant)

@@ -10,7 +10,9 @@ loads), single-threaded, over the products the benchmarked models make:
 * plait's private OpenBLAS (the scipy-openblas32 wheel, plait/backends/_blas.py) with its own
   choice and with "Haswell";
 * what plait's default (`PLAIT_BLAS=auto`) gives in a plain process, under the environment this
-  script was started with.
+  script was started with;
+* where the CPU has AVX-512, plait's own products (_kernels_cpu/dense_gemm.pyx) for every shape
+  (`PLAIT_BLAS=plait`; `auto` takes them on Zen 5 below 2**28 multiply-adds).
 
 Rounds alternate the candidates; the table shows each product's median GFLOP per CPU-second
 (process time, steadier than wall time on a shared machine) and marks the best. The last lines
@@ -38,6 +40,7 @@ import _harness as H  # noqa: E402
 SHAPES: List[Tuple[str, int, int, int, bool]] = [
     ("MLP 128x784 @ 784x512", 128, 784, 512, True),
     ("MLP 256x512 @ 512x512", 256, 512, 512, True),
+    ("MLP dX 128x512 @ 512x784", 128, 512, 784, False),
     ("MLP dW 512x256 @ 256x512", 512, 256, 512, False),
     ("text CNN 1024x192 @ 192x64", 1024, 192, 64, True),
     ("spaCy parser 3553x128 @ 128x3072", 3553, 128, 3072, True),
@@ -62,6 +65,9 @@ def candidates(has_avx512: bool) -> List[Tuple[str, Dict[str, Optional[str]]]]:
         ("private, Haswell", dict(unpinned, PLAIT_BLAS="openblas", OPENBLAS_CORETYPE="Haswell")),
         ("plait auto, this environment", {}),
     ]
+    if has_avx512:
+        # plait's own AVX-512 products for every float32 shape (auto takes them for some).
+        found.append(("plait's own kernels", dict(unpinned, PLAIT_BLAS="plait")))
     return found
 
 
@@ -97,6 +103,8 @@ def measure(repeat: int) -> Dict[str, Any]:
         kernels = names[0] if names else None
     result["kernels"] = kernels
     result["library"] = "private OpenBLAS" if info.get("library") else "numpy's OpenBLAS"
+    if info.get("own_kernels", "off") != "off":
+        result["library"] = f"plait's kernels ({info['own_kernels']}), else the {result['library']}"
     result["reason"] = info.get("reason")
     return result
 

@@ -19,11 +19,22 @@ private copy ran the MLP's forward products (128x784 @ 784x512^T, 256x512 @ 512x
 faster than numpy's and no product slower (bench/blas_choice.py, bench/README.md), so `auto`
 loads it there too, with OpenBLAS's own kernel choice.
 
+On Zen 5, `auto` also sends float32 products of dense-layer shapes (fewer than 2**28
+multiply-adds, outputs bigger than 16 x 64) to plait's own AVX-512 kernels
+(_kernels_cpu/dense_gemm.pyx), which read the weights in place instead of packing them: 10-20%
+faster than the private OpenBLAS on an MLP's forward and input-gradient products, 2-6% on its
+weight gradients (bench/README.md, "plait's own products"). Bigger products stay with the BLAS,
+whose packed blocks and threads win there. They need the AVX-512 build of the kernels
+(`PLAIT_ISA=avx2` turns them off with the rest of AVX-512).
+
 `PLAIT_BLAS` chooses: `auto` (default: as above, on Zen 4 and Zen 5), `numpy` (never load a second
-BLAS), `openblas` (use the private OpenBLAS on any processor, float32 and float64, with
-OpenBLAS's own kernel choice unless `OPENBLAS_CORETYPE` names one). An `OPENBLAS_CORETYPE` the
-user set is never overridden. Thread limits reach the private copy like any other BLAS
-(threadpoolctl finds it; `OPENBLAS_NUM_THREADS` is read when it loads).
+BLAS, no own kernels), `openblas` (use the private OpenBLAS on any processor, float32 and float64,
+with OpenBLAS's own kernel choice unless `OPENBLAS_CORETYPE` names one; no own kernels), `plait`
+(as `auto`, and plait's own kernels for every float32 product they can take, on any processor
+with AVX-512). An `OPENBLAS_CORETYPE` the user set is never overridden (it does not concern
+plait's own kernels). Thread limits reach the private copy like any other BLAS (threadpoolctl
+finds it; `OPENBLAS_NUM_THREADS` is read when it loads); plait's own kernels run on the calling
+thread, like every product of that size (_threads.SERIAL_WORK).
 """
 from __future__ import annotations
 
@@ -34,10 +45,12 @@ import threading
 from typing import Any, Dict, Optional
 
 VARIABLE = "PLAIT_BLAS"
-MODES = ("auto", "numpy", "openblas")
+MODES = ("auto", "numpy", "openblas", "plait")
 _lock = threading.Lock()
 _state: Dict[str, Any] = {"configured": False, "mode": None, "library": None, "corename": None,
-                          "reason": "not configured yet", "float64": False}
+                          "reason": "not configured yet", "float64": False, "own_kernels": "off"}
+#: Whether NumpyOps offers float32 products to plait's own kernels first (_kernels_cpu/dense_gemm).
+own_kernels = False
 _handle: Optional[ctypes.CDLL] = None
 
 
@@ -168,6 +181,7 @@ def configure(mode: Optional[str] = None) -> Dict[str, Any]:
         _gemm.set_routines(0, 0)
         pending = False
         _state.update(configured=True, mode=chosen, library=None, corename=None, float64=False)
+        _set_own_kernels(chosen)
         user_coretype = os.environ.get("OPENBLAS_CORETYPE")
         if chosen == "numpy":
             _state["reason"] = f"{VARIABLE}=numpy"
@@ -188,6 +202,25 @@ def configure(mode: Optional[str] = None) -> Dict[str, Any]:
             return info()
         _install(chosen, user_coretype)
         return info()
+
+
+def _set_own_kernels(chosen: str) -> None:
+    """Switch plait's own float32 kernels for `chosen`: on Zen 5 under `auto`, for the shapes where
+    they were measured to win; everywhere they can run under `plait`; off otherwise."""
+    global own_kernels
+    from ._kernels_cpu import dense_gemm
+
+    if chosen == "plait":
+        mode = 2
+    elif chosen == "auto" and _auto_choice() == "Zen 5":
+        mode = 1
+    else:
+        mode = 0
+    if mode and not dense_gemm.available():
+        mode = 0
+    dense_gemm.set_mode(mode)
+    own_kernels = mode > 0
+    _state["own_kernels"] = ("off", "dense-layer shapes", "every float32 product")[mode]
 
 
 def load_pending() -> bool:
@@ -260,4 +293,4 @@ def _install(chosen: str, user_coretype: Optional[str]) -> None:
 
 def info() -> Dict[str, Any]:
     """What computes NumpyOps' products: mode, private library path and kernel, and why."""
-    return {k: _state[k] for k in ("mode", "library", "corename", "float64", "reason")}
+    return {k: _state[k] for k in ("mode", "library", "corename", "float64", "reason", "own_kernels")}

@@ -9,6 +9,7 @@ import numpy
 
 from ..types import ArrayXd, DeviceTypes, DTypes, Floats2d, Ints1d, Ints2d
 from . import _blas, _murmur, _threads
+from ._kernels_cpu import dense_gemm as _dense_gemm
 from ._kernels_cpu import gemm as _gemm_kernel
 from ._numpy_act import ActKernels
 from ._numpy_gather import GatherKernels
@@ -102,8 +103,13 @@ class NumpyOps(ActKernels, SeqKernels, GatherKernels, LstmKernels, NormKernels, 
                 _threads.end_serial_blas(changed)
 
     def _gemm(self, x: Any, y: Any, out: Any, trans1: bool, trans2: bool) -> Floats2d:
-        # The kernel declines (None) whatever it does not take, including every invalid call,
-        # which the reference then checks and reports.
+        # The kernels decline (None) whatever they do not take, including every invalid call,
+        # which the reference then checks and reports. plait's own float32 kernels come first
+        # where _blas switched them on (the shapes of dense layers, single-threaded).
+        if _blas.own_kernels:
+            result = _dense_gemm.gemm(x, y, out, trans1, trans2, False)
+            if result is not None:
+                return result
         result = _gemm_kernel.gemm(x, y, out, trans1, trans2)
         if result is not None:
             return result
@@ -138,6 +144,8 @@ class NumpyOps(ActKernels, SeqKernels, GatherKernels, LstmKernels, NormKernels, 
         # The BLAS may not write into an operand it reads (the fallback adds a fresh product).
         if numpy.may_share_memory(out, x) or numpy.may_share_memory(out, y):
             return False
+        if _blas.own_kernels and _dense_gemm.gemm(x, y, out, trans1, trans2, True) is not None:
+            return True
         from . import cblas as _cblas
 
         _cblas._follow_plait_blas()

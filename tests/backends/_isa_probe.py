@@ -54,6 +54,11 @@ def outputs():
         out[f"lstm/{dtype}"] = Yl
         dX, dparams = ops.backprop_lstm(f(*Yl.shape), sizes, params, state)
         out[f"backprop_lstm.dX/{dtype}"], out[f"backprop_lstm.dparams/{dtype}"] = dX, dparams
+        # Matrix products: plait's own AVX-512 kernels where they run (float32), else the BLAS.
+        A, B = f(97, 64), f(48, 64)
+        out[f"gemm.nt/{dtype}"] = ops.gemm(A, B, trans2=True)
+        out[f"gemm.nn/{dtype}"] = ops.gemm(A, numpy.ascontiguousarray(B.T))
+        out[f"gemm.tn/{dtype}"] = ops.gemm(A, f(97, 40), trans1=True)
         Xc, Wc = f(4, 6, 17, 15), f(8, 6, 3, 3)
         out[f"conv_nd/{dtype}"] = ops.conv_nd(Xc, Wc, f(8), pad=1)
         Yp, wp = ops.max_pool_nd(Xc, 3, 2)

@@ -196,6 +196,7 @@ def test_auto_mode_on_zen4_loads_avx2_kernels_at_the_first_big_float32_product()
     code = r"""
 import json, numpy, threadpoolctl
 from plait.backends import NumpyOps, _blas
+from plait.backends._kernels_cpu import dense_gemm
 ops = NumpyOps()
 def libs():
     return [(i["filepath"], i["num_threads"]) for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
@@ -207,11 +208,13 @@ small = numpy.ones((8, 8), "float32")
 ok = bool((ops.gemm(small, small) == 8).all())
 after_small = _blas.info()
 with threadpoolctl.threadpool_limits(1, user_api="blas"):
-    a32 = numpy.ones((200, 200), "float32")
-    ok = ok and bool((ops.gemm(a32, a32) == 200).all())
+    # Past the size plait's own kernels take on Zen 5 (2**28 multiply-adds): a BLAS product.
+    a32 = numpy.ones((700, 700), "float32")
+    ok = ok and bool((ops.gemm(a32, a32) == 700).all())
 print(json.dumps({"before": before, "after_f64": after_f64, "after_small": after_small,
                   "info": _blas.info(), "ok": ok,
-                  "zen4": _blas.is_zen4(), "zen5": _blas.is_zen5(), "libs": libs()}))
+                  "zen4": _blas.is_zen4(), "zen5": _blas.is_zen5(), "libs": libs(),
+                  "own": dense_gemm.available()}))
 """
     env = {k: v for k, v in os.environ.items() if k not in ("PLAIT_BLAS", "OPENBLAS_CORETYPE")}
     env["PLAIT_NUM_THREADS"] = "2"
@@ -220,8 +223,10 @@ print(json.dumps({"before": before, "after_f64": after_f64, "after_small": after
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["ok"]
     assert got["before"]["library"] is None and got["after_f64"]["library"] is None
-    # An 8 x 8 x 8 product is not worth loading it for; a 200^3 one is.
+    # An 8 x 8 x 8 product is not worth loading it for; a 700^3 one is.
     assert got["after_small"]["library"] is None
+    # plait's own products: on Zen 5, with the AVX-512 build (PLAIT_ISA=avx2 turns them off).
+    assert got["info"]["own_kernels"] == ("dense-layer shapes" if got["zen5"] and got["own"] else "off")
     if got["zen4"] or got["zen5"]:
         assert "first float32 product" in got["before"]["reason"]
         assert got["info"]["library"] and got["info"]["float64"] is False

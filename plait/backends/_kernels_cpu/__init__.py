@@ -1,7 +1,7 @@
 """plait's compiled CPU kernels, in the build for this processor or the one PLAIT_ISA names.
 
-The modules with vector code (act, conv, conv_gemm, gather, hashing, lstm, maxout, norm, optim,
-random, seq) are built once per instruction-set level, each into its own folder beside this file:
+The modules with vector code (act, conv, conv_gemm, dense_gemm, gather, hashing, lstm, maxout, norm,
+optim, random, seq) are built once per instruction-set level, each into its own folder beside this file:
 
 * ``_avx512``: x86-64-v4 (AVX-512);
 * ``_avx2``: x86-64-v3 (AVX2 and FMA);

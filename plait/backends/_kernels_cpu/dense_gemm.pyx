@@ -1,0 +1,134 @@
+# cython: language_level=3
+"""float32 matrix products at the shapes of dense layers, without a BLAS (plait_dense_gemm.h).
+
+`gemm(x, y, out, trans1, trans2, accumulate)` writes op(x) @ op(y) into `out` (a new array when
+None), or adds it to `out` with `accumulate`. It takes 2-d float32 arrays whose rows or columns
+are contiguous (a transposed view counts as a transpose flag); it declines (returns None) where
+it does not apply: another dtype or layout, an `out` that is not C-contiguous and writable or
+that overlaps an input, a zero dimension, a build or processor without AVX-512 (the kernels
+exist only there; `available()`), or no memory for the scratch copy; and, in the default mode,
+a product outside the shapes where the kernels were measured to beat the BLAS (`wanted`).
+plait/backends/_blas.py sets the mode.
+"""
+cimport numpy as cnp
+from libc.stdint cimport int64_t
+
+cnp.import_array()
+
+cdef extern from "plait_dense_gemm.h" nogil:
+    int pdg_available()
+    int pdg_gemm(int64_t M, int64_t N, int64_t K, const float* x, Py_ssize_t ldx, int tx,
+                 const float* y, Py_ssize_t ldy, int ty, float* out, int beta)
+
+
+#: Products of at least this many multiply-adds go to the BLAS in the default mode: there its
+#: packed blocks (and its threads) win (bench/README.md, "plait's own products").
+MAX_WORK = 1 << 28
+#: Nor do products whose output is at most SMALL_SIDE x TINY_SIDE: a single vector of lanes,
+#: mostly empty, is all the kernel's tile holds there.
+TINY_SIDE = 16
+SMALL_SIDE = 64
+
+cdef int _mode = 0  # 0: decline everything, 1: the shapes `wanted` names, 2: every product
+
+
+def available() -> bool:
+    """Whether this build and processor run the kernels (AVX-512F, AVX-512VL and FMA)."""
+    return bool(pdg_available())
+
+
+def set_mode(int mode) -> None:
+    """0: take no product; 1: those `wanted` names (the default rule); 2: every one it can."""
+    global _mode
+    if mode not in (0, 1, 2):
+        raise ValueError(f"dense_gemm.set_mode: mode must be 0, 1 or 2, got {mode!r}.")
+    _mode = mode
+
+
+def get_mode() -> int:
+    return _mode
+
+
+cdef inline bint _wanted(Py_ssize_t M, Py_ssize_t N, Py_ssize_t K):
+    if <double>M * <double>N * <double>K >= <double>MAX_WORK:
+        return 0
+    if min(M, N) <= TINY_SIDE and max(M, N) <= SMALL_SIDE:
+        return 0
+    return 1
+
+
+def wanted(Py_ssize_t M, Py_ssize_t K, Py_ssize_t N) -> bool:
+    """Whether the default rule sends an (M, K) @ (K, N) product to these kernels."""
+    return bool(_wanted(M, N, K))
+
+
+cdef inline bint _rows(cnp.ndarray a, bint trans, bint* t, Py_ssize_t* ld):
+    # Row-major storage (unit stride along rows, `ld` values between rows) and the transpose
+    # flag that goes with it; a column-major view is the transpose of a row-major matrix.
+    cdef Py_ssize_t s0 = a.strides[0], s1 = a.strides[1]
+    cdef Py_ssize_t n0 = a.shape[0], n1 = a.shape[1]
+    if (s1 == 4 or n1 == 1) and s0 >= max(n1, 1) * 4 and s0 % 4 == 0:
+        t[0] = trans
+        ld[0] = s0 // 4
+        return 1
+    if (s0 == 4 or n0 == 1) and s1 >= max(n0, 1) * 4 and s1 % 4 == 0:
+        t[0] = not trans
+        ld[0] = s1 // 4
+        return 1
+    return 0
+
+
+cdef inline bint _overlaps(cnp.ndarray a, cnp.ndarray b):
+    cdef char* a0 = <char*>cnp.PyArray_DATA(a)
+    cdef char* b0 = <char*>cnp.PyArray_DATA(b)
+    cdef Py_ssize_t alen = (a.shape[0] - 1) * a.strides[0] + (a.shape[1] - 1) * a.strides[1] + 4
+    cdef Py_ssize_t blen = (b.shape[0] - 1) * b.strides[0] + (b.shape[1] - 1) * b.strides[1] + 4
+    return a0 < b0 + blen and b0 < a0 + alen
+
+
+def gemm(x_obj, y_obj, out=None, bint trans1=False, bint trans2=False, bint accumulate=False):
+    """op(x) @ op(y) into `out` (or added to it), or None to decline (see the module docstring)."""
+    if _mode == 0 or not pdg_available():
+        return None
+    if type(x_obj) is not cnp.ndarray or type(y_obj) is not cnp.ndarray:
+        return None
+    cdef cnp.ndarray x = <cnp.ndarray>x_obj
+    cdef cnp.ndarray y = <cnp.ndarray>y_obj
+    if x.ndim != 2 or y.ndim != 2:
+        return None
+    if cnp.PyArray_TYPE(x) != cnp.NPY_FLOAT32 or cnp.PyArray_TYPE(y) != cnp.NPY_FLOAT32:
+        return None
+    cdef Py_ssize_t M = x.shape[1] if trans1 else x.shape[0]
+    cdef Py_ssize_t K = x.shape[0] if trans1 else x.shape[1]
+    cdef Py_ssize_t K2 = y.shape[1] if trans2 else y.shape[0]
+    cdef Py_ssize_t N = y.shape[0] if trans2 else y.shape[1]
+    if K != K2 or M == 0 or N == 0 or K == 0:
+        return None
+    if _mode == 1 and not _wanted(M, N, K):
+        return None
+    cdef bint tx, ty
+    cdef Py_ssize_t ldx, ldy
+    if not _rows(x, trans1, &tx, &ldx) or not _rows(y, trans2, &ty, &ldy):
+        return None
+    cdef cnp.ndarray c
+    if out is None:
+        if accumulate:
+            return None
+        c = cnp.PyArray_EMPTY(2, [M, N], cnp.NPY_FLOAT32, 0)
+    else:
+        if type(out) is not cnp.ndarray:
+            return None
+        c = <cnp.ndarray>out
+        if (cnp.PyArray_TYPE(c) != cnp.NPY_FLOAT32 or c.ndim != 2 or c.shape[0] != M
+                or c.shape[1] != N or not cnp.PyArray_IS_C_CONTIGUOUS(c)
+                or not cnp.PyArray_ISWRITEABLE(c)):
+            return None
+        if _overlaps(c, x) or _overlaps(c, y):
+            return None
+    cdef const float* px = <const float*>cnp.PyArray_DATA(x)
+    cdef const float* py = <const float*>cnp.PyArray_DATA(y)
+    cdef float* pc = <float*>cnp.PyArray_DATA(c)
+    cdef int done
+    with nogil:
+        done = pdg_gemm(M, N, K, px, ldx, tx, py, ldy, ty, pc, accumulate)
+    return c if done else None

@@ -1,0 +1,333 @@
+/* float32 matrix products for the shapes of dense layers, on AVX-512 (see dense_gemm.pyx).
+
+   C (M x N, row-major) = op(A) @ op(B) (+ C). A BLAS packs both operands into its own buffers
+   before it multiplies; at the sizes of a dense layer's batch (M of a few hundred) that copy of
+   the weight matrix costs as much as a tenth of the product. These kernels read the weights
+   where they are:
+
+   * The register tile is 8 rows x 48 columns of C (24 of the 32 vector registers). Each step
+     along K loads three vectors of one row of the B operand and multiplies them by 8 values of
+     the A operand, broadcast from memory. The A operand may have either stride (a row-major
+     matrix or the transpose of one): its 8 rows are 8 pointers.
+   * The B operand must have unit stride along N. op(B) = B.T (the forward product X @ W.T)
+     is computed as C.T = B @ op(A).T instead: the weights take the A role, op(A).T is either the
+     stored matrix itself or a transposed copy of it (the small batch, not the weights), and the
+     tile is written to C transposed.
+   * Blocks: MC = 128 rows of A (MC x KC values stay in L2 across the B panels), KC = 512 steps
+     along K, NR = 48 columns of B (a panel of KC x 48 values is reused by every row tile).
+
+   Each element of C is a sum over K in order, with one rounding per fused multiply-add, added
+   to C (or to the previous K block) once per KC block: results differ from a BLAS's in the last
+   bits, like any two BLAS builds. */
+#ifndef PLAIT_DENSE_GEMM_H
+#define PLAIT_DENSE_GEMM_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "plait_isa.h"
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define PDG_HAVE_X86 1
+#define PDG_TARGET __attribute__((target("avx512f,avx512vl,fma")))
+#define PDG_INLINE inline __attribute__((always_inline))
+#else
+#define PDG_HAVE_X86 0
+#endif
+
+#define PDG_MR 8
+#define PDG_NR 48
+#define PDG_KC 512
+#define PDG_MC 128
+
+/* Whether this build may run the kernels and the CPU has what they need (once per process). */
+static int pdg_available(void) {
+#if PDG_HAVE_X86
+    static int known = -1;
+    if (known < 0) {
+        __builtin_cpu_init();
+        known = (PLAIT_ISA_ALLOWS(4) && __builtin_cpu_supports("avx512f")
+                 && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma")) ? 1 : 0;
+    }
+    return known;
+#else
+    return 0;
+#endif
+}
+
+#if PDG_HAVE_X86
+
+/* Rows 0..7 of eight 8-lane vectors, transposed in place: r[i] lane j <- r[j] lane i. */
+PDG_TARGET static PDG_INLINE void pdg_tr8(__m256 r[8]) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* The 8 x 16 block v[0..7] (row r, lane l) written as 16 rows of 8 at c (row l at c + l * ldc,
+   lanes r < mr), rows l < rows; added to what is there when acc. */
+PDG_TARGET static PDG_INLINE void pdg_store_t(const __m512 v[8], float* c, ptrdiff_t ldc,
+                                              int mr, int rows, int acc) {
+    const __mmask8 cm = (__mmask8)((1u << mr) - 1u);
+    for (int half = 0; half < 2; half++) {
+        __m256 r[8];
+        for (int i = 0; i < 8; i++)
+            r[i] = half ? _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v[i]), 1))
+                        : _mm512_castps512_ps256(v[i]);
+        pdg_tr8(r);
+        for (int l = 0; l < 8; l++) {
+            const int row = half * 8 + l;
+            if (row >= rows) return;
+            float* dst = c + row * ldc;
+            __m256 x = r[l];
+            if (acc) x = _mm256_add_ps(x, _mm256_maskz_loadu_ps(cm, dst));
+            _mm256_mask_storeu_ps(dst, cm, x);
+        }
+    }
+}
+
+/* One register tile: C[8 x 16*NV] (+)= A[8 rows, kc] @ B[kc x 16*NV]. a[r]: row r of A at the
+   tile's first k, consecutive k sak apart (rows past mr repeat a valid row; their sums are
+   dropped). B rows ldb apart; nr columns valid (the last vector masked). TSTORE writes the tile
+   transposed (row r of the tile to column r of C). */
+#define PDG_KERNEL(NV, TSTORE)                                                                   \
+PDG_TARGET static void pdg_kern_##NV##_##TSTORE(int kc, const float* const* a, ptrdiff_t sak,   \
+        const float* b, ptrdiff_t ldb, float* c, ptrdiff_t ldc, int mr, int nr, int acc) {     \
+    enum { nv_ = NV };                                                                           \
+    const int last = nr - (NV - 1) * 16;                                                         \
+    const __mmask16 lm = (__mmask16)(last >= 16 ? 0xFFFFu : ((1u << last) - 1u));               \
+    /* Named variables, not arrays: in a build for the baseline target an array of 512-bit   \
+       vectors stays in memory even inside an AVX-512 function. */                             \
+    __m512 c0_0, c0_1, c0_2, c0_3, c0_4, c0_5, c0_6, c0_7;                                      \
+    __m512 c1_0, c1_1, c1_2, c1_3, c1_4, c1_5, c1_6, c1_7;                                      \
+    __m512 c2_0, c2_1, c2_2, c2_3, c2_4, c2_5, c2_6, c2_7;                                      \
+    c0_0 = c0_1 = c0_2 = c0_3 = c0_4 = c0_5 = c0_6 = c0_7 = _mm512_setzero_ps();                \
+    c1_0 = c1_1 = c1_2 = c1_3 = c1_4 = c1_5 = c1_6 = c1_7 = c0_0;                               \
+    c2_0 = c2_1 = c2_2 = c2_3 = c2_4 = c2_5 = c2_6 = c2_7 = c0_0;                               \
+    if (acc && !TSTORE)                                                                          \
+        for (int r = 0; r < mr; r++) _mm_prefetch((const char*)(c + r * ldc), _MM_HINT_T0);     \
+    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];                                  \
+    const float *a4 = a[4], *a5 = a[5], *a6 = a[6], *a7 = a[7];                                  \
+    for (int k = 0; k < kc; k++) {                                                               \
+        const ptrdiff_t o = k * sak;                                                             \
+        const __m512 b0 = NV == 1 ? _mm512_maskz_loadu_ps(lm, b) : _mm512_loadu_ps(b);          \
+        const __m512 b1 = NV == 2 ? _mm512_maskz_loadu_ps(lm, b + 16)                            \
+                                  : (NV > 2 ? _mm512_loadu_ps(b + 16) : b0);                     \
+        const __m512 b2 = NV == 3 ? _mm512_maskz_loadu_ps(lm, b + 32) : b0;                      \
+        __m512 x;                                                                                \
+        PDG_ROW(0, a0) PDG_ROW(1, a1) PDG_ROW(2, a2) PDG_ROW(3, a3)                              \
+        PDG_ROW(4, a4) PDG_ROW(5, a5) PDG_ROW(6, a6) PDG_ROW(7, a7)                              \
+        b += ldb;                                                                                \
+    }                                                                                            \
+    /* Copies: an array whose address is taken would not stay in registers in the loop. */   \
+    const __m512 t0[8] = {c0_0, c0_1, c0_2, c0_3, c0_4, c0_5, c0_6, c0_7};                     \
+    const __m512 t1[8] = {c1_0, c1_1, c1_2, c1_3, c1_4, c1_5, c1_6, c1_7};                     \
+    const __m512 t2[8] = {c2_0, c2_1, c2_2, c2_3, c2_4, c2_5, c2_6, c2_7};                     \
+    if (TSTORE) {                                                                                \
+        pdg_store_t(t0, c, ldc, mr, NV == 1 ? last : 16, acc);                                   \
+        if (NV > 1) pdg_store_t(t1, c + 16 * ldc, ldc, mr, NV == 2 ? last : 16, acc);            \
+        if (NV > 2) pdg_store_t(t2, c + 32 * ldc, ldc, mr, last, acc);                           \
+        return;                                                                                  \
+    }                                                                                            \
+    for (int r = 0; r < mr; r++) {                                                               \
+        float* cr = c + r * ldc;                                                                 \
+        PDG_STORE(t0[r], cr, NV == 1)                                                            \
+        if (NV > 1) PDG_STORE(t1[r], cr + 16, NV == 2)                                           \
+        if (NV > 2) PDG_STORE(t2[r], cr + 32, 1)                                                 \
+    }                                                                                            \
+}
+
+#define PDG_ROW(R, AR)                                                                           \
+    x = _mm512_set1_ps(AR[o]);                                                                   \
+    c0_##R = _mm512_fmadd_ps(x, b0, c0_##R);                                                     \
+    if (nv_ > 1) c1_##R = _mm512_fmadd_ps(x, b1, c1_##R);                                        \
+    if (nv_ > 2) c2_##R = _mm512_fmadd_ps(x, b2, c2_##R);
+
+#define PDG_STORE(V, P, MASKED)                                                                  \
+    {                                                                                            \
+        __m512 s_ = (V);                                                                         \
+        if (MASKED) {                                                                            \
+            if (acc) s_ = _mm512_add_ps(s_, _mm512_maskz_loadu_ps(lm, (P)));                     \
+            _mm512_mask_storeu_ps((P), lm, s_);                                                  \
+        } else {                                                                                 \
+            if (acc) s_ = _mm512_add_ps(s_, _mm512_loadu_ps((P)));                               \
+            _mm512_storeu_ps((P), s_);                                                           \
+        }                                                                                        \
+    }
+
+PDG_KERNEL(1, 0)
+PDG_KERNEL(2, 0)
+PDG_KERNEL(3, 0)
+PDG_KERNEL(1, 1)
+PDG_KERNEL(2, 1)
+PDG_KERNEL(3, 1)
+
+/* C = op(A) @ B (+ C where beta): M x N, op(A)[i, k] at A + i * sai + k * sak, B (K x N) rows
+   ldb apart, C rows ldc apart; with tstore C is written transposed (element (i, j) at
+   C + j * ldc + i). K > 0. */
+PDG_TARGET static void pdg_run(int64_t M, int64_t N, int64_t K, const float* A, ptrdiff_t sai,
+                               ptrdiff_t sak, const float* B, ptrdiff_t ldb, float* C,
+                               ptrdiff_t ldc, int beta, int tstore) {
+    for (int64_t m0 = 0; m0 < M; m0 += PDG_MC) {
+        const int64_t m1 = M - m0 < PDG_MC ? M : m0 + PDG_MC;
+        for (int64_t j0 = 0; j0 < N; j0 += PDG_NR) {
+            const int nr = (int)(N - j0 < PDG_NR ? N - j0 : PDG_NR);
+            const int nv = (nr + 15) / 16;
+            for (int64_t k0 = 0; k0 < K; k0 += PDG_KC) {
+                const int kc = (int)(K - k0 < PDG_KC ? K - k0 : PDG_KC);
+                const int acc = beta || k0 > 0;
+                const float* bp = B + k0 * ldb + j0;
+                for (int64_t i0 = m0; i0 < m1; i0 += PDG_MR) {
+                    const int mr = (int)(M - i0 < PDG_MR ? M - i0 : PDG_MR);
+                    const float* ap[PDG_MR];
+                    for (int r = 0; r < PDG_MR; r++)
+                        ap[r] = A + (i0 + (r < mr ? r : mr - 1)) * sai + k0 * sak;
+                    float* cp = tstore ? C + j0 * ldc + i0 : C + i0 * ldc + j0;
+                    if (tstore) {
+                        if (nv == 3) pdg_kern_3_1(kc, ap, sak, bp, ldb, cp, ldc, mr, nr, acc);
+                        else if (nv == 2) pdg_kern_2_1(kc, ap, sak, bp, ldb, cp, ldc, mr, nr, acc);
+                        else pdg_kern_1_1(kc, ap, sak, bp, ldb, cp, ldc, mr, nr, acc);
+                    } else {
+                        if (nv == 3) pdg_kern_3_0(kc, ap, sak, bp, ldb, cp, ldc, mr, nr, acc);
+                        else if (nv == 2) pdg_kern_2_0(kc, ap, sak, bp, ldb, cp, ldc, mr, nr, acc);
+                        else pdg_kern_1_0(kc, ap, sak, bp, ldb, cp, ldc, mr, nr, acc);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* d (cols x rows, rows ldd apart) = s (rows x cols, rows lds apart) transposed: 8 x 8 blocks,
+   16 source rows at a time so that each 64-byte line of d is written whole. */
+PDG_TARGET static void pdg_transpose(const float* s, int64_t rows, int64_t cols, ptrdiff_t lds,
+                                     float* d, ptrdiff_t ldd) {
+    const int64_t r8 = rows & ~(int64_t)7, c8 = cols & ~(int64_t)7;
+    int64_t i = 0;
+    for (; i + 16 <= r8; i += 16) {
+        for (int64_t j = 0; j < c8; j += 8) {
+            for (int h = 0; h < 2; h++) {
+                __m256 r[8];
+                const float* src = s + (i + 8 * h) * lds + j;
+                for (int q = 0; q < 8; q++) r[q] = _mm256_loadu_ps(src + q * lds);
+                pdg_tr8(r);
+                for (int q = 0; q < 8; q++) _mm256_storeu_ps(d + (j + q) * ldd + i + 8 * h, r[q]);
+            }
+        }
+        for (int64_t j = c8; j < cols; j++)
+            for (int q = 0; q < 16; q++) d[j * ldd + i + q] = s[(i + q) * lds + j];
+    }
+    for (; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++) d[j * ldd + i] = s[i * lds + j];
+}
+
+#endif /* PDG_HAVE_X86 */
+
+/* A growing buffer per thread for the transposed copy of an operand (freed with the thread). */
+typedef struct { float* p; size_t cap; } pdg_buf;
+static pthread_key_t pdg_key;
+static pthread_once_t pdg_once = PTHREAD_ONCE_INIT;
+static int pdg_key_ok = 0;
+static void pdg_free(void* v) {
+    pdg_buf* b = (pdg_buf*)v;
+    if (b) { free(b->p); free(b); }
+}
+static void pdg_make_key(void) { pdg_key_ok = pthread_key_create(&pdg_key, pdg_free) == 0; }
+static float* pdg_scratch(size_t n) {
+    pthread_once(&pdg_once, pdg_make_key);
+    if (!pdg_key_ok) return NULL;
+    pdg_buf* b = (pdg_buf*)pthread_getspecific(pdg_key);
+    if (b == NULL) {
+        b = (pdg_buf*)calloc(1, sizeof(pdg_buf));
+        if (b == NULL || pthread_setspecific(pdg_key, b) != 0) { free(b); return NULL; }
+    }
+    if (b->cap < n) {
+        void* p = NULL;
+        if (posix_memalign(&p, 64, n * sizeof(float)) != 0) return NULL;
+        free(b->p);
+        b->p = (float*)p;
+        b->cap = n;
+    }
+    return b->p;
+}
+
+/* Estimated cycles of pdg_run with `v` values along the vectors and `r` along the tile rows:
+   each tile step is 8 rows x the panel's vectors at two fused multiply-adds a cycle, slower for
+   narrow panels (one vector: the broadcasts, not the arithmetic, are the limit), plus the
+   stores of C per K block (a transposed store costs about four times a plain one). */
+static double pdg_cycles(int64_t v, int64_t r, int64_t K, int tstore) {
+    static const double per_vector[4] = {0.0, 0.7, 0.55, 0.5}; /* cycles per vector and step */
+    const int64_t full = v / PDG_NR, rest = (v % PDG_NR + 15) / 16;
+    const double panel_steps = (double)full * 3.0 * per_vector[3] + (rest ? (double)rest * per_vector[rest] : 0.0);
+    const double rows = (double)((r + PDG_MR - 1) / PDG_MR * PDG_MR);
+    const double blocks = (double)((K + PDG_KC - 1) / PDG_KC);
+    return (double)K * rows * panel_steps + (tstore ? 0.4 : 0.1) * (double)v * (double)r * blocks;
+}
+
+/* out (M x N, C-contiguous) = op(x) @ op(y) (+ out where beta). x and y are row-major with rows
+   ldx and ldy apart: op(x) = x (M x K) or, with tx, x.T (x is K x M); op(y) = y (K x N) or, with
+   ty, y.T (y is N x K).
+
+   The kernel's vectors run along N (C = op(x) @ op(y): op(y) needs unit stride along N) or
+   along M (C.T = op(y).T @ op(x).T, written transposed: op(x).T needs unit stride along M).
+   An operand without that stride is copied transposed first. Of the two ways, the one with the
+   smaller estimated time is taken (pdg_cycles, plus about two cycles per copied value).
+
+   Returns 0 without touching out when the kernels cannot run here or the copy cannot be
+   allocated. */
+static int pdg_gemm(int64_t M, int64_t N, int64_t K, const float* x, ptrdiff_t ldx, int tx,
+                    const float* y, ptrdiff_t ldy, int ty, float* out, int beta) {
+#if PDG_HAVE_X86
+    if (!pdg_available() || M <= 0 || N <= 0 || K <= 0) return 0;
+    const double t_n = pdg_cycles(N, M, K, 0) + (ty ? 2.0 * (double)N * (double)K : 0.0);
+    const double t_m = pdg_cycles(M, N, K, 1) + (tx ? 0.0 : 2.0 * (double)M * (double)K);
+    if (t_n <= t_m) {
+        /* Vectors along N: A = op(x), B = op(y) (K x N). */
+        const float* b = y;
+        ptrdiff_t ldb = ldy;
+        if (ty) {
+            float* t = pdg_scratch((size_t)K * (size_t)N);
+            if (t == NULL) return 0;
+            pdg_transpose(y, N, K, ldy, t, N);
+            b = t;
+            ldb = N;
+        }
+        pdg_run(M, N, K, x, tx ? 1 : ldx, tx ? ldx : 1, b, ldb, out, N, beta, 0);
+        return 1;
+    }
+    /* Vectors along M: A = op(y).T (N x K), B = op(x).T (K x M), C written transposed. */
+    const float* b = x;
+    ptrdiff_t ldb = ldx;
+    if (!tx) {
+        float* t = pdg_scratch((size_t)K * (size_t)M);
+        if (t == NULL) return 0;
+        pdg_transpose(x, M, K, ldx, t, M);
+        b = t;
+        ldb = M;
+    }
+    pdg_run(N, M, K, y, ty ? ldy : 1, ty ? 1 : ldy, b, ldb, out, N, beta, 1);
+    return 1;
+#else
+    (void)M; (void)N; (void)K; (void)x; (void)ldx; (void)tx; (void)y; (void)ldy; (void)ty;
+    (void)out; (void)beta;
+    return 0;
+#endif
+}
+
+#endif

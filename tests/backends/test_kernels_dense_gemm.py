@@ -1,0 +1,201 @@
+"""plait's own float32 products (plait/backends/_kernels_cpu/dense_gemm.pyx) against float64 numpy.
+
+The kernels run only where the build and the CPU have AVX-512; elsewhere every test that needs
+them skips, and the one that checks the decline runs.
+"""
+import os
+import threading
+
+import numpy
+import pytest
+
+from plait.backends import NumpyOps, _blas
+from plait.backends._kernels_cpu import dense_gemm
+
+needs_kernels = pytest.mark.skipif(not dense_gemm.available(), reason="no AVX-512 build or CPU here")
+
+
+@pytest.fixture
+def mode():
+    """Set the kernels' mode for one test, then restore the process's BLAS configuration."""
+    yield dense_gemm.set_mode
+    _blas.configure(os.environ.get(_blas.VARIABLE, "auto").strip().lower() or "auto")
+
+
+def _operand(rng, rows, cols, layout):
+    if layout == "C":
+        return rng.standard_normal((rows, cols), dtype="float32")
+    if layout == "F":
+        return numpy.asfortranarray(rng.standard_normal((rows, cols), dtype="float32"))
+    if layout == "padded":  # rows of a wider buffer
+        return rng.standard_normal((rows, cols + 3), dtype="float32")[:, 1 : cols + 1]
+    if layout == "padded_T":  # columns of a taller buffer, seen transposed
+        return rng.standard_normal((cols, rows + 5), dtype="float32")[:, 2 : rows + 2].T
+    raise AssertionError(layout)
+
+
+def _reference(x, y, trans1, trans2, base=None):
+    got = (x.T if trans1 else x).astype("float64") @ (y.T if trans2 else y).astype("float64")
+    return got if base is None else got + base
+
+
+def _assert_close(got, expected, K):
+    # Each entry is a float32 sum of K products: allow a few roundings per term's scale.
+    scale = numpy.abs(expected).max() + 1.0
+    assert numpy.abs(got - expected).max() <= 8 * numpy.finfo("float32").eps * numpy.sqrt(K) * scale
+
+
+# Edges of the tile (8 rows, 16-lane vectors, 48-column panels), of the K blocks (512) and of
+# the row blocks (128), and the shapes of an MLP's products.
+SHAPES = [(1, 1, 1), (3, 5, 7), (8, 16, 48), (9, 17, 49), (15, 31, 33), (17, 513, 95),
+          (130, 100, 20), (77, 300, 101), (128, 784, 512), (10, 128, 512), (128, 512, 10),
+          (300, 1030, 64)]
+
+
+@needs_kernels
+@pytest.mark.parametrize("M,K,N", SHAPES)
+@pytest.mark.parametrize("trans1,trans2", [(False, False), (False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_products_match_float64_numpy(mode, M, K, N, trans1, trans2, accumulate):
+    mode(2)
+    rng = numpy.random.default_rng(M * 10007 + K * 101 + N + 7 * trans1 + 3 * trans2)
+    x = _operand(rng, *((K, M) if trans1 else (M, K)), "C")
+    y = _operand(rng, *((N, K) if trans2 else (K, N)), "C")
+    x0, y0 = x.copy(), y.copy()
+    out = rng.standard_normal((M, N), dtype="float32")
+    base = out.astype("float64")
+    assert dense_gemm.gemm(x, y, out, trans1, trans2, accumulate) is out
+    _assert_close(out, _reference(x, y, trans1, trans2, base if accumulate else None), K)
+    numpy.testing.assert_array_equal(x, x0)
+    numpy.testing.assert_array_equal(y, y0)
+    if not accumulate:
+        fresh = dense_gemm.gemm(x, y, None, trans1, trans2, False)
+        assert fresh.dtype == numpy.float32 and fresh.shape == (M, N) and fresh.flags.c_contiguous
+        numpy.testing.assert_array_equal(fresh, out)
+
+
+@needs_kernels
+@pytest.mark.parametrize("layout_x", ["C", "F", "padded", "padded_T"])
+@pytest.mark.parametrize("layout_y", ["C", "F", "padded", "padded_T"])
+@pytest.mark.parametrize("trans1,trans2", [(False, False), (False, True), (True, False), (True, True)])
+def test_every_memory_layout(mode, layout_x, layout_y, trans1, trans2):
+    mode(2)
+    rng = numpy.random.default_rng(hash((layout_x, layout_y, trans1, trans2)) % 2**32)
+    M, K, N = 37, 61, 53
+    x = _operand(rng, *((K, M) if trans1 else (M, K)), layout_x)
+    y = _operand(rng, *((N, K) if trans2 else (K, N)), layout_y)
+    got = dense_gemm.gemm(x, y, None, trans1, trans2, False)
+    assert got is not None
+    _assert_close(got, _reference(x, y, trans1, trans2), K)
+
+
+@needs_kernels
+def test_what_it_declines(mode):
+    mode(2)
+    rng = numpy.random.default_rng(0)
+    x = rng.standard_normal((20, 30), dtype="float32")
+    y = rng.standard_normal((30, 40), dtype="float32")
+    assert dense_gemm.gemm(x.astype("float64"), y.astype("float64"), None, False, False, False) is None
+    assert dense_gemm.gemm(x, y.astype("float64"), None, False, False, False) is None
+    assert dense_gemm.gemm(rng.standard_normal((20, 60), dtype="float32")[:, ::2], y, None, False, False, False) is None
+    assert dense_gemm.gemm(x, y, numpy.zeros((20, 40), "float64"), False, False, False) is None
+    assert dense_gemm.gemm(x, y, numpy.zeros((40, 20), "float32").T, False, False, False) is None
+    readonly = numpy.zeros((20, 40), "float32")
+    readonly.flags.writeable = False
+    assert dense_gemm.gemm(x, y, readonly, False, False, False) is None
+    assert dense_gemm.gemm(x, y, numpy.zeros((20, 41), "float32"), False, False, False) is None
+    assert dense_gemm.gemm(x, y[:29], None, False, False, False) is None  # inner sizes differ
+    assert dense_gemm.gemm(x[:, :0], y[:0], None, False, False, False) is None  # K == 0
+    assert dense_gemm.gemm(x, y, None, False, False, True) is None  # nothing to add to
+    buf = numpy.zeros((20, 70), "float32")
+    assert dense_gemm.gemm(buf[:, :30], y, buf[:, 30:], False, False, False) is None  # out not contiguous
+    square = rng.standard_normal((30, 30), dtype="float32")
+    assert dense_gemm.gemm(square, square, square, False, False, False) is None  # out is an input
+    numpy.testing.assert_array_equal(readonly, 0)
+
+
+@needs_kernels
+def test_modes(mode):
+    rng = numpy.random.default_rng(1)
+    x = rng.standard_normal((128, 64), dtype="float32")
+    y = rng.standard_normal((64, 96), dtype="float32")
+    tiny_x = rng.standard_normal((16, 64), dtype="float32")
+    tiny_y = rng.standard_normal((64, 10), dtype="float32")
+    mode(0)
+    assert dense_gemm.get_mode() == 0
+    assert dense_gemm.gemm(x, y, None, False, False, False) is None
+    mode(1)
+    assert dense_gemm.wanted(128, 64, 96) and dense_gemm.gemm(x, y, None, False, False, False) is not None
+    assert not dense_gemm.wanted(16, 64, 10) and dense_gemm.gemm(tiny_x, tiny_y, None, False, False, False) is None
+    assert not dense_gemm.wanted(1024, 1024, 1024)  # 2**30 multiply-adds: the BLAS's packed blocks win
+    mode(2)
+    _assert_close(dense_gemm.gemm(tiny_x, tiny_y, None, False, False, False), tiny_x.astype("f8") @ tiny_y, 64)
+    with pytest.raises(ValueError, match="mode must be 0, 1 or 2"):
+        dense_gemm.set_mode(3)
+
+
+@needs_kernels
+def test_threads_each_get_their_own_scratch_copy(mode):
+    # X @ W.T copies X transposed into a buffer per thread; products on several threads at once
+    # must not read each other's copies.
+    mode(2)
+    rng = numpy.random.default_rng(2)
+    cases = []
+    for i in range(4):
+        M = 40 + 17 * i
+        x = rng.standard_normal((M, 200 + i), dtype="float32")
+        w = rng.standard_normal((300, 200 + i), dtype="float32")
+        cases.append((x, w, _reference(x, w, False, True)))
+    failures = []
+
+    def work(x, w, expected):
+        for _ in range(30):
+            got = dense_gemm.gemm(x, w, None, False, True, False)
+            if numpy.abs(got - expected).max() > 1e-3 * (numpy.abs(expected).max() + 1):
+                failures.append(x.shape)
+                return
+
+    threads = [threading.Thread(target=work, args=case) for case in cases]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures
+
+
+@needs_kernels
+@pytest.mark.parametrize("trans1,trans2", [(False, False), (False, True), (True, False)])
+def test_numpy_ops_route_products_and_accumulations_through_them(mode, trans1, trans2):
+    _blas.configure("plait")
+    assert _blas.own_kernels and _blas.info()["own_kernels"] == "every float32 product"
+    ops = NumpyOps()
+    rng = numpy.random.default_rng(3)
+    M, K, N = 64, 96, 80
+    x = rng.standard_normal((K, M) if trans1 else (M, K), dtype="float32")
+    y = rng.standard_normal((N, K) if trans2 else (K, N), dtype="float32")
+    expected = _reference(x, y, trans1, trans2)
+    _assert_close(ops.gemm(x, y, trans1=trans1, trans2=trans2), expected, K)
+    acc = numpy.ones((M, N), "float32")
+    assert ops._gemm_accumulate(x, y, acc, trans1=trans1, trans2=trans2)
+    _assert_close(acc, expected + 1.0, K)
+    # float64 still goes to the BLAS, with its own checks and errors.
+    numpy.testing.assert_allclose(ops.gemm(x.astype("f8"), y.astype("f8"), trans1=trans1, trans2=trans2), expected)
+    with pytest.raises(ValueError, match="inner dimensions differ"):
+        ops.gemm(x, y[:-1] if not trans2 else y[:, :-1], trans1=trans1, trans2=trans2)
+
+
+def test_switched_off_under_the_pure_blas_modes(mode):
+    for chosen in ("numpy", "openblas"):
+        _blas.configure(chosen)
+        assert not _blas.own_kernels and _blas.info()["own_kernels"] == "off"
+        assert dense_gemm.get_mode() == 0
+    _blas.configure("plait")
+    assert _blas.own_kernels == dense_gemm.available()
+
+
+@pytest.mark.skipif(dense_gemm.available(), reason="the kernels run here")
+def test_without_avx512_every_product_is_declined(mode):
+    mode(2)
+    x = numpy.ones((64, 64), "float32")
+    assert dense_gemm.gemm(x, x, None, False, False, False) is None
+    numpy.testing.assert_array_equal(NumpyOps().gemm(x, x), 64)
