@@ -185,6 +185,7 @@ class Optimizer:
         "_grad_clip",
         "_step",
         "_last_score",
+        "_rates_memo",
     )
 
     learn_rate = _hyper_property("learn_rate")
@@ -406,6 +407,11 @@ class Optimizer:
         self, weights: FloatsXd, lr_scale: float, nr_upd: int
     ) -> Tuple[float, float, float, float, float]:
         """(beta1, beta2, eps, step size, mod_rate) of an Adam step."""
+        # Every param of a model takes the same step in one update: computed once per step.
+        memo_key = (self._b1, self._b2, self._eps, self._learn_rate, lr_scale, nr_upd, weights.dtype)
+        memo = getattr(self, "_rates_memo", None)
+        if memo is not None and memo[0] == memo_key:
+            return memo[1]
         b1, b2 = self._b1, self._b2
         # Bias correction of both moments folded into the step size.
         fix1 = 1.0 - b1**nr_upd
@@ -416,6 +422,7 @@ class Optimizer:
         # result by ~1e-5 relative.
         as_dtype = weights.dtype.type
         b1, b2, eps, lr = (float(as_dtype(x)) for x in (b1, b2, self._eps, lr * lr_scale))
+        self._rates_memo = (memo_key, (b1, b2, eps, lr, 1.0))
         return b1, b2, eps, lr, 1.0
 
     def _radam_rates(self, lr: float, nr_upd: int) -> Tuple[float, float, float, float, float]:

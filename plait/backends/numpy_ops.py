@@ -129,7 +129,11 @@ class NumpyOps(ActKernels, SeqKernels, GatherKernels, LstmKernels, NormKernels, 
 
     def _gemm_accumulate(self, x: Any, y: Any, out: Any, trans1: bool = False,
                          trans2: bool = False) -> bool:
-        # Through the cblas() table (beta=1): the BLAS `gemm` uses, under the same thread rules.
+        # plait's own kernels first where they are on: they check the operands themselves
+        # (dtype, layout, an `out` that overlaps an input) and decline what they do not take.
+        if _blas.own_kernels and _dense_gemm.gemm(x, y, out, trans1, trans2, True) is not None:
+            return True
+        # Else through the cblas() table (beta=1): the BLAS `gemm` uses, under the same thread rules.
         if not (type(x) is numpy.ndarray and type(y) is numpy.ndarray and type(out) is numpy.ndarray):
             return False
         dtype = out.dtype
@@ -144,8 +148,6 @@ class NumpyOps(ActKernels, SeqKernels, GatherKernels, LstmKernels, NormKernels, 
         # The BLAS may not write into an operand it reads (the fallback adds a fresh product).
         if numpy.may_share_memory(out, x) or numpy.may_share_memory(out, y):
             return False
-        if _blas.own_kernels and _dense_gemm.gemm(x, y, out, trans1, trans2, True) is not None:
-            return True
         from . import cblas as _cblas
 
         _cblas._follow_plait_blas()

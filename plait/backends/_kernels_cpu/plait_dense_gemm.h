@@ -120,8 +120,9 @@ PDG_TARGET static void pdg_kern_##NV##_##TSTORE(int kc, const float* const* a, p
     c0_0 = c0_1 = c0_2 = c0_3 = c0_4 = c0_5 = c0_6 = c0_7 = _mm512_setzero_ps();                \
     c1_0 = c1_1 = c1_2 = c1_3 = c1_4 = c1_5 = c1_6 = c1_7 = c0_0;                               \
     c2_0 = c2_1 = c2_2 = c2_3 = c2_4 = c2_5 = c2_6 = c2_7 = c0_0;                               \
-    if (acc && !TSTORE)                                                                          \
-        for (int r = 0; r < mr; r++) _mm_prefetch((const char*)(c + r * ldc), _MM_HINT_T0);     \
+    if (acc && !TSTORE)  /* the rows of C this tile adds to, while the products run */       \
+        for (int r = 0; r < mr; r++)                                                             \
+            for (int q = 0; q < NV; q++) _mm_prefetch((const char*)(c + r * ldc + 16 * q), _MM_HINT_T0); \
     const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];                                  \
     const float *a4 = a[4], *a5 = a[5], *a6 = a[6], *a7 = a[7];                                  \
     for (int k = 0; k < kc; k++) {                                                               \
