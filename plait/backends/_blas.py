@@ -20,7 +20,7 @@ faster than numpy's and no product slower (bench/blas_choice.py, bench/README.md
 loads it there too, with OpenBLAS's own kernel choice.
 
 On Zen 5, `auto` also sends float32 products of dense-layer shapes (fewer than 2**28
-multiply-adds, outputs bigger than 16 x 64) to plait's own AVX-512 kernels
+multiply-adds; not x @ y.T with an output of at most 16 x 64) to plait's own AVX-512 kernels
 (_kernels_cpu/dense_gemm.pyx), which read the weights in place instead of packing them: 10-20%
 faster than the private OpenBLAS on an MLP's forward and input-gradient products, 2-6% on its
 weight gradients (bench/README.md, "plait's own products"). Bigger products stay with the BLAS,

@@ -120,16 +120,21 @@ def test_modes(mode):
     x = rng.standard_normal((128, 64), dtype="float32")
     y = rng.standard_normal((64, 96), dtype="float32")
     tiny_x = rng.standard_normal((16, 64), dtype="float32")
-    tiny_y = rng.standard_normal((64, 10), dtype="float32")
+    tiny_y = rng.standard_normal((10, 64), dtype="float32")  # tiny_x @ tiny_y.T
     mode(0)
     assert dense_gemm.get_mode() == 0
     assert dense_gemm.gemm(x, y, None, False, False, False) is None
     mode(1)
     assert dense_gemm.wanted(128, 64, 96) and dense_gemm.gemm(x, y, None, False, False, False) is not None
-    assert not dense_gemm.wanted(16, 64, 10) and dense_gemm.gemm(tiny_x, tiny_y, None, False, False, False) is None
+    # A tiny x @ y.T copies an operand either way: the BLAS's; the same output untransposed is taken.
+    assert not dense_gemm.wanted(16, 64, 10, False, True)
+    assert dense_gemm.gemm(tiny_x, tiny_y, None, False, True, False) is None
+    assert dense_gemm.wanted(16, 64, 10) and dense_gemm.gemm(tiny_x, tiny_y.T.copy(), None, False, False, False) is not None
+    assert dense_gemm.wanted(128, 512, 10, False, True)  # an MLP's output layer
     assert not dense_gemm.wanted(1024, 1024, 1024)  # 2**30 multiply-adds: the BLAS's packed blocks win
     mode(2)
-    _assert_close(dense_gemm.gemm(tiny_x, tiny_y, None, False, False, False), tiny_x.astype("f8") @ tiny_y, 64)
+    got = dense_gemm.gemm(tiny_x, tiny_y, None, False, True, False)
+    _assert_close(got, tiny_x.astype("f8") @ tiny_y.T, 64)
     with pytest.raises(ValueError, match="mode must be 0, 1 or 2"):
         dense_gemm.set_mode(3)
 

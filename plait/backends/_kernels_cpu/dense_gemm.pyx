@@ -24,8 +24,8 @@ cdef extern from "plait_dense_gemm.h" nogil:
 #: Products of at least this many multiply-adds go to the BLAS in the default mode: there its
 #: packed blocks (and its threads) win (bench/README.md, "plait's own products").
 MAX_WORK = 1 << 28
-#: Nor do products whose output is at most SMALL_SIDE x TINY_SIDE: a single vector of lanes,
-#: mostly empty, is all the kernel's tile holds there.
+#: Nor do x @ y.T products (x, y row-major) whose output is at most TINY_SIDE x SMALL_SIDE:
+#: either way one operand is copied transposed first, and the tile is mostly empty lanes.
 TINY_SIDE = 16
 SMALL_SIDE = 64
 
@@ -49,17 +49,18 @@ def get_mode() -> int:
     return _mode
 
 
-cdef inline bint _wanted(Py_ssize_t M, Py_ssize_t N, Py_ssize_t K):
+cdef inline bint _wanted(Py_ssize_t M, Py_ssize_t N, Py_ssize_t K, bint tx, bint ty):
     if <double>M * <double>N * <double>K >= <double>MAX_WORK:
         return 0
-    if min(M, N) <= TINY_SIDE and max(M, N) <= SMALL_SIDE:
+    if ty and not tx and min(M, N) <= TINY_SIDE and max(M, N) <= SMALL_SIDE:
         return 0
     return 1
 
 
-def wanted(Py_ssize_t M, Py_ssize_t K, Py_ssize_t N) -> bool:
-    """Whether the default rule sends an (M, K) @ (K, N) product to these kernels."""
-    return bool(_wanted(M, N, K))
+def wanted(Py_ssize_t M, Py_ssize_t K, Py_ssize_t N, bint trans1=False, bint trans2=False) -> bool:
+    """Whether the default rule sends op(x) (M, K) @ op(y) (K, N) to these kernels, for
+    row-major x and y (a column-major operand counts as the transpose of a row-major one)."""
+    return bool(_wanted(M, N, K, trans1, trans2))
 
 
 cdef inline bint _rows(cnp.ndarray a, bint trans, bint* t, Py_ssize_t* ld):
@@ -104,11 +105,11 @@ def gemm(x_obj, y_obj, out=None, bint trans1=False, bint trans2=False, bint accu
     cdef Py_ssize_t N = y.shape[0] if trans2 else y.shape[1]
     if K != K2 or M == 0 or N == 0 or K == 0:
         return None
-    if _mode == 1 and not _wanted(M, N, K):
-        return None
     cdef bint tx, ty
     cdef Py_ssize_t ldx, ldy
     if not _rows(x, trans1, &tx, &ldx) or not _rows(y, trans2, &ty, &ldy):
+        return None
+    if _mode == 1 and not _wanted(M, N, K, tx, ty):
         return None
     cdef cnp.ndarray c
     if out is None:

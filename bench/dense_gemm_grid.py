@@ -1,0 +1,136 @@
+#!/usr/bin/env python
+"""plait's own float32 products (_kernels_cpu/dense_gemm) against the BLAS, over a grid of shapes.
+
+Where does each win? The BLAS packs both operands into blocks before it multiplies, which pays
+for big products and costs a copy of the weights at a dense layer's sizes; plait's kernels read
+the operands in place. This script times both on every (M, K, N, layout) of the grid, single
+threaded, in one process: the BLAS as plait's `openblas` mode runs it (the private OpenBLAS with
+its own kernel choice), plait's kernels called directly. Rounds alternate the two; each shape's
+figure is the median over rounds of the best of `--repeat` timings, in GFLOP per CPU-second.
+
+It prints, per layout and over all shapes, the median and the lowest ratio (own / BLAS), and how
+the rule `PLAIT_BLAS=auto` applies (dense_gemm.wanted) does: the share of the best of the two it
+gets, overall and where it picks each side.
+
+    .venv/bin/python bench/dense_gemm_grid.py                  # ~5 minutes
+    .venv/bin/python bench/dense_gemm_grid.py --quick          # a few shapes, seconds
+"""
+import argparse
+import itertools
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+BENCH_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR))
+
+import numpy  # noqa: E402
+
+import _harness as H  # noqa: E402
+
+GRID = dict(M=[16, 64, 128, 256, 512, 1024, 3553], K=[64, 128, 288, 512, 784, 2048],
+            N=[10, 64, 288, 512, 784, 3072])
+QUICK = dict(M=[16, 128], K=[128, 784], N=[10, 512])
+LAYOUTS = ("NN", "NT", "TN")
+
+
+def measure(grid: Dict[str, List[int]], rounds: int, repeat: int) -> List[Dict]:
+    from plait.backends import NumpyOps, _blas
+    from plait.backends._kernels_cpu import dense_gemm
+
+    if not dense_gemm.available():
+        raise SystemExit("bench: plait's own products need the AVX-512 build and an AVX-512 CPU.")
+    _blas.configure("openblas")  # the BLAS side: no own kernels inside NumpyOps.gemm
+    dense_gemm.set_mode(2)  # the own side, called directly: every shape
+    ops = NumpyOps()
+    rng = numpy.random.default_rng(0)
+    rows = []
+    for M, K, N in itertools.product(grid["M"], grid["K"], grid["N"]):
+        for layout in LAYOUTS:
+            t1, t2 = layout[0] == "T", layout[1] == "T"
+            x = rng.standard_normal((K, M) if t1 else (M, K), dtype="float32")
+            y = rng.standard_normal((N, K) if t2 else (K, N), dtype="float32")
+            out = numpy.zeros((M, N), "float32")
+            flops = 2.0 * M * N * K
+            calls = max(1, int(2e8 / flops))
+            runs = {
+                "blas": lambda: ops.gemm(x, y, trans1=t1, trans2=t2, out=out),
+                "own": lambda: dense_gemm.gemm(x, y, out, t1, t2, False),
+            }
+            got: Dict[str, List[float]] = {"blas": [], "own": []}
+            for fn in runs.values():
+                fn()
+            for _ in range(rounds):
+                for name, fn in runs.items():
+                    best = 0.0
+                    for _ in range(repeat):
+                        c0 = time.process_time()
+                        for _ in range(calls):
+                            fn()
+                        best = max(best, flops * calls / max(time.process_time() - c0, 1e-9) / 1e9)
+                    got[name].append(best)
+            rows.append(dict(M=M, K=K, N=N, layout=layout, blas=statistics.median(got["blas"]),
+                             own=statistics.median(got["own"]),
+                             wanted=bool(dense_gemm.wanted(M, K, N, t1, t2))))
+    return rows
+
+
+def report(rows: List[Dict]) -> None:
+    def summary(sel: List[Dict]) -> Tuple[float, float, int]:
+        ratios = [r["own"] / r["blas"] for r in sel]
+        return statistics.median(ratios), min(ratios), len(ratios)
+
+    table = []
+    for layout in LAYOUTS + ("all",):
+        sel = [r for r in rows if layout == "all" or r["layout"] == layout]
+        med, low, n = summary(sel)
+        small = [r for r in sel if r["M"] * r["N"] * r["K"] < 1 << 28]
+        smed, slow, sn = summary(small) if small else (float("nan"), float("nan"), 0)
+        table.append([layout, str(n), f"{med:.2f}", f"{low:.2f}", str(sn), f"{smed:.2f}", f"{slow:.2f}"])
+    print(H.render_table(["layout", "shapes", "median own/BLAS", "lowest", "shapes < 2**28 MACs",
+                          "median there", "lowest there"], table))
+    shares = {"rule": [], "own": [], "blas": []}
+    for r in rows:
+        best = max(r["own"], r["blas"])
+        shares["rule"].append((r["own"] if r["wanted"] else r["blas"]) / best)
+        shares["own"].append(r["own"] / best)
+        shares["blas"].append(r["blas"] / best)
+    print()
+    for name, label in (("rule", "auto's rule (dense_gemm.wanted)"), ("own", "always plait's kernels"),
+                        ("blas", "always the BLAS")):
+        v = shares[name]
+        print(f"{label}: median {statistics.median(v):.0%} of the better of the two, geometric mean "
+              f"{statistics.geometric_mean(v):.1%}, lowest {min(v):.0%}, below 90% in {sum(s < 0.9 for s in v)} "
+              f"of {len(v)} shapes")
+    picked = [r for r in rows if r["wanted"]]
+    print(f"The rule sends {len(picked)} of {len(rows)} shapes to plait's kernels; there they run at "
+          f"median {statistics.median(r['own'] / r['blas'] for r in picked):.2f}x the BLAS.")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=2, help="timings per shape and round; best kept")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", default=None, metavar="PATH")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from plait.backends import set_num_threads
+
+    set_num_threads(1)
+    rows = measure(QUICK if args.quick else GRID, 1 if args.quick else args.rounds, args.repeat)
+    summary = H.machine_summary()
+    print(f"\n## plait's own products against the BLAS: bench/dense_gemm_grid.py\ncpu={summary['cpu']}  "
+          f"1 thread  rounds={1 if args.quick else args.rounds} (median)  environment pins: "
+          f"{summary['blas_env'] or 'none'}  plait@{summary['plait_commit']}\n")
+    report(rows)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "machine": summary}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
