@@ -107,6 +107,8 @@ def test_what_it_declines(mode):
     assert dense_gemm.gemm(x, y[:29], None, False, False, False) is None  # inner sizes differ
     assert dense_gemm.gemm(x[:, :0], y[:0], None, False, False, False) is None  # K == 0
     assert dense_gemm.gemm(x, y, None, False, False, True) is None  # nothing to add to
+    assert dense_gemm.gemm(x.astype(">f4" if numpy.little_endian else "<f4"), y, None, False, False, False) is None
+    assert dense_gemm.gemm(x, y, numpy.zeros((20, 40), ">f4" if numpy.little_endian else "<f4"), False, False, False) is None
     buf = numpy.zeros((20, 70), "float32")
     assert dense_gemm.gemm(buf[:, :30], y, buf[:, 30:], False, False, False) is None  # out not contiguous
     square = rng.standard_normal((30, 30), dtype="float32")

@@ -252,3 +252,39 @@ def test_user_coretype_is_respected():
     assert got["library"] is None or not (_blas.is_zen4() or _blas.is_zen5())
     if _blas.is_zen4() or _blas.is_zen5():
         assert "OPENBLAS_CORETYPE=Haswell" in got["reason"]
+
+
+def _misaligned(a):
+    """A copy of `a` whose data starts one byte past an aligned address (numpy's aligned flag off)."""
+    buf = numpy.zeros(a.nbytes + 1, dtype="uint8")
+    out = numpy.frombuffer(buf.data, dtype=a.dtype, count=a.size, offset=1).reshape(a.shape)
+    out[...] = a
+    assert not out.flags.aligned
+    return out
+
+
+@pytest.mark.parametrize("chosen", ["auto", "numpy", "openblas", "plait"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("form", ["byteswapped", "misaligned"])
+def test_byteswapped_and_misaligned_arrays_give_the_product(mode, chosen, dtype, form):
+    # The BLAS and plait's kernels read raw machine floats: a big-endian or misaligned operand
+    # must go to numpy.matmul (it gave zeros through the BLAS until the kernels checked).
+    if chosen in ("openblas", "plait") and not HAVE_PRIVATE:
+        pytest.skip("scipy-openblas32 is not installed")
+    mode(chosen)
+    rng = numpy.random.default_rng(5)
+    x = rng.standard_normal((40, 30)).astype(dtype)
+    y = rng.standard_normal((30, 20)).astype(dtype)
+    expected = x.astype("float64") @ y.astype("float64")
+    swap = (lambda a: a.astype(a.dtype.newbyteorder(">" if numpy.little_endian else "<"))) if form == "byteswapped" else _misaligned
+    ops = NumpyOps()
+    tol = 1e-4 if dtype == "float32" else 1e-10
+    for a, b in ((swap(x), y), (x, swap(y)), (swap(x), swap(y))):
+        numpy.testing.assert_allclose(ops.gemm(a, b), expected, rtol=tol, atol=tol)
+    out = swap(numpy.zeros((40, 20), dtype))
+    ops.gemm(x, y, out=out)
+    numpy.testing.assert_allclose(out, expected, rtol=tol, atol=tol)
+    acc = swap(numpy.ones((40, 20), dtype))
+    if not ops._gemm_accumulate(x, y, acc):
+        acc += ops.gemm(x, y)
+    numpy.testing.assert_allclose(acc, expected + 1, rtol=tol, atol=tol)

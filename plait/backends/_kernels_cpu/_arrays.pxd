@@ -93,3 +93,39 @@ cdef inline bint _shares(object A, object B) noexcept:
     a_hi += cnp.PyArray_ITEMSIZE(a)
     b_hi += cnp.PyArray_ITEMSIZE(b)
     return a_lo < b_hi and b_lo < a_hi
+
+
+# --- matrix products (gemm.pyx through a BLAS, dense_gemm.pyx on plait's own kernels) ------------
+
+cdef inline bint _product_operand(cnp.ndarray A) noexcept:
+    """A 2-d operand a product may read in place: aligned, in native byte order (a BLAS and
+    plait's kernels read raw machine floats; a byte-swapped array would be read as garbage)."""
+    return cnp.PyArray_NDIM(A) == 2 and cnp.PyArray_ISALIGNED(A) and cnp.PyArray_ISNOTSWAPPED(A)
+
+
+cdef inline bint _product_dims(cnp.ndarray x, cnp.ndarray y, bint trans1, bint trans2,
+                               Py_ssize_t* M, Py_ssize_t* K, Py_ssize_t* N) noexcept:
+    """(M, K, N) of op(x) @ op(y); False where the inner sizes differ or any size is 0."""
+    M[0] = x.shape[1] if trans1 else x.shape[0]
+    K[0] = x.shape[0] if trans1 else x.shape[1]
+    N[0] = y.shape[0] if trans2 else y.shape[1]
+    cdef Py_ssize_t K2 = y.shape[1] if trans2 else y.shape[0]
+    return K2 == K[0] and M[0] > 0 and N[0] > 0 and K[0] > 0
+
+
+cdef inline bint _row_major(cnp.ndarray A, bint trans, bint* stored_trans, Py_ssize_t* ld) noexcept:
+    """A 2-d operand as a row-major matrix: `ld` items between rows, and whether op(A) is the
+    stored matrix transposed. Rows with unit stride keep `trans`; columns with unit stride make A
+    the transpose of a row-major matrix, so the flag flips. False for any other layout."""
+    cdef Py_ssize_t item = cnp.PyArray_ITEMSIZE(A)
+    cdef Py_ssize_t s0 = A.strides[0], s1 = A.strides[1]
+    cdef Py_ssize_t n0 = A.shape[0], n1 = A.shape[1]
+    if (s1 == item or n1 == 1) and s0 >= max(n1, 1) * item and s0 % item == 0:
+        stored_trans[0] = trans
+        ld[0] = s0 // item
+        return 1
+    if (s0 == item or n0 == 1) and s1 >= max(n0, 1) * item and s1 % item == 0:
+        stored_trans[0] = not trans
+        ld[0] = s1 // item
+        return 1
+    return 0

@@ -13,6 +13,8 @@ plait/backends/_blas.py sets the mode.
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 
+from ._arrays cimport _product_dims, _product_operand, _row_major, _shares
+
 cnp.import_array()
 
 cdef extern from "plait_dense_gemm.h" nogil:
@@ -63,30 +65,6 @@ def wanted(Py_ssize_t M, Py_ssize_t K, Py_ssize_t N, bint trans1=False, bint tra
     return bool(_wanted(M, N, K, trans1, trans2))
 
 
-cdef inline bint _rows(cnp.ndarray a, bint trans, bint* t, Py_ssize_t* ld):
-    # Row-major storage (unit stride along rows, `ld` values between rows) and the transpose
-    # flag that goes with it; a column-major view is the transpose of a row-major matrix.
-    cdef Py_ssize_t s0 = a.strides[0], s1 = a.strides[1]
-    cdef Py_ssize_t n0 = a.shape[0], n1 = a.shape[1]
-    if (s1 == 4 or n1 == 1) and s0 >= max(n1, 1) * 4 and s0 % 4 == 0:
-        t[0] = trans
-        ld[0] = s0 // 4
-        return 1
-    if (s0 == 4 or n0 == 1) and s1 >= max(n0, 1) * 4 and s1 % 4 == 0:
-        t[0] = not trans
-        ld[0] = s1 // 4
-        return 1
-    return 0
-
-
-cdef inline bint _overlaps(cnp.ndarray a, cnp.ndarray b):
-    cdef char* a0 = <char*>cnp.PyArray_DATA(a)
-    cdef char* b0 = <char*>cnp.PyArray_DATA(b)
-    cdef Py_ssize_t alen = (a.shape[0] - 1) * a.strides[0] + (a.shape[1] - 1) * a.strides[1] + 4
-    cdef Py_ssize_t blen = (b.shape[0] - 1) * b.strides[0] + (b.shape[1] - 1) * b.strides[1] + 4
-    return a0 < b0 + blen and b0 < a0 + alen
-
-
 def gemm(x_obj, y_obj, out=None, bint trans1=False, bint trans2=False, bint accumulate=False):
     """op(x) @ op(y) into `out` (or added to it), or None to decline (see the module docstring)."""
     if _mode == 0 or not pdg_available():
@@ -95,19 +73,16 @@ def gemm(x_obj, y_obj, out=None, bint trans1=False, bint trans2=False, bint accu
         return None
     cdef cnp.ndarray x = <cnp.ndarray>x_obj
     cdef cnp.ndarray y = <cnp.ndarray>y_obj
-    if x.ndim != 2 or y.ndim != 2:
+    if not _product_operand(x) or not _product_operand(y):
         return None
     if cnp.PyArray_TYPE(x) != cnp.NPY_FLOAT32 or cnp.PyArray_TYPE(y) != cnp.NPY_FLOAT32:
         return None
-    cdef Py_ssize_t M = x.shape[1] if trans1 else x.shape[0]
-    cdef Py_ssize_t K = x.shape[0] if trans1 else x.shape[1]
-    cdef Py_ssize_t K2 = y.shape[1] if trans2 else y.shape[0]
-    cdef Py_ssize_t N = y.shape[0] if trans2 else y.shape[1]
-    if K != K2 or M == 0 or N == 0 or K == 0:
+    cdef Py_ssize_t M, K, N
+    if not _product_dims(x, y, trans1, trans2, &M, &K, &N):
         return None
     cdef bint tx, ty
     cdef Py_ssize_t ldx, ldy
-    if not _rows(x, trans1, &tx, &ldx) or not _rows(y, trans2, &ty, &ldy):
+    if not _row_major(x, trans1, &tx, &ldx) or not _row_major(y, trans2, &ty, &ldy):
         return None
     if _mode == 1 and not _wanted(M, N, K, tx, ty):
         return None
@@ -120,11 +95,11 @@ def gemm(x_obj, y_obj, out=None, bint trans1=False, bint trans2=False, bint accu
         if type(out) is not cnp.ndarray:
             return None
         c = <cnp.ndarray>out
-        if (cnp.PyArray_TYPE(c) != cnp.NPY_FLOAT32 or c.ndim != 2 or c.shape[0] != M
+        if (cnp.PyArray_TYPE(c) != cnp.NPY_FLOAT32 or not _product_operand(c) or c.shape[0] != M
                 or c.shape[1] != N or not cnp.PyArray_IS_C_CONTIGUOUS(c)
                 or not cnp.PyArray_ISWRITEABLE(c)):
             return None
-        if _overlaps(c, x) or _overlaps(c, y):
+        if _shares(c, x) or _shares(c, y):
             return None
     cdef const float* px = <const float*>cnp.PyArray_DATA(x)
     cdef const float* py = <const float*>cnp.PyArray_DATA(y)

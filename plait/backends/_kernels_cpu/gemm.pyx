@@ -10,6 +10,8 @@ BLAS's 32-bit integers. The caller then hands the case to numpy.matmul.
 cimport numpy as cnp
 from libc.stdint cimport uintptr_t
 
+from ._arrays cimport _product_dims, _product_operand, _row_major, _shares
+
 cnp.import_array()
 
 cdef enum:
@@ -33,23 +35,6 @@ def set_routines(uintptr_t sgemm_address, uintptr_t dgemm_address):
     _dgemm = <dgemm_t>dgemm_address
 
 
-cdef inline bint _layout(cnp.ndarray a, bint trans, int* flag, int* ld):
-    # A row-major BLAS operand needs unit stride along its rows, or along its columns (then it
-    # is the transpose of a row-major matrix). Returns 0 for any other layout.
-    cdef Py_ssize_t item = a.itemsize
-    cdef Py_ssize_t s0 = a.strides[0], s1 = a.strides[1]
-    cdef Py_ssize_t n0 = a.shape[0], n1 = a.shape[1]
-    if (s1 == item or n1 == 1) and s0 >= max(n1, 1) * item and s0 % item == 0:
-        flag[0] = TRANS if trans else NO_TRANS
-        ld[0] = <int>(s0 // item)
-        return 1
-    if (s0 == item or n0 == 1) and s1 >= max(n0, 1) * item and s1 % item == 0:
-        flag[0] = NO_TRANS if trans else TRANS
-        ld[0] = <int>(s1 // item)
-        return 1
-    return 0
-
-
 def gemm(x_obj, y_obj, out, bint trans1, bint trans2):
     """out = op(x) @ op(y) through the loaded BLAS, or None to decline (see module docstring)."""
     if _sgemm == NULL and _dgemm == NULL:
@@ -58,7 +43,7 @@ def gemm(x_obj, y_obj, out, bint trans1, bint trans2):
         return None
     cdef cnp.ndarray x = <cnp.ndarray>x_obj
     cdef cnp.ndarray y = <cnp.ndarray>y_obj
-    if x.ndim != 2 or y.ndim != 2:
+    if not _product_operand(x) or not _product_operand(y):
         return None
     cdef int typenum = cnp.PyArray_TYPE(x)
     if cnp.PyArray_TYPE(y) != typenum:
@@ -71,22 +56,20 @@ def gemm(x_obj, y_obj, out, bint trans1, bint trans2):
             return None
     else:
         return None
-    cdef Py_ssize_t M = x.shape[1] if trans1 else x.shape[0]
-    cdef Py_ssize_t K = x.shape[0] if trans1 else x.shape[1]
-    cdef Py_ssize_t K2 = y.shape[1] if trans2 else y.shape[0]
-    cdef Py_ssize_t N = y.shape[0] if trans2 else y.shape[1]
-    if K != K2 or M == 0 or N == 0 or K == 0:
+    cdef Py_ssize_t M, K, N
+    if not _product_dims(x, y, trans1, trans2, &M, &K, &N):
         return None
     if M > 0x7fffffff or N > 0x7fffffff or K > 0x7fffffff:
         return None
+    cdef bint tx, ty
+    cdef Py_ssize_t ldx, ldy
+    if not _row_major(x, trans1, &tx, &ldx) or not _row_major(y, trans2, &ty, &ldy):
+        return None
     # The leading dimensions must fit the BLAS's int too.
-    if x.strides[0] > 0x7fffffff or x.strides[1] > 0x7fffffff:
+    if ldx > 0x7fffffff or ldy > 0x7fffffff:
         return None
-    if y.strides[0] > 0x7fffffff or y.strides[1] > 0x7fffffff:
-        return None
-    cdef int ta, tb, lda, ldb
-    if not _layout(x, trans1, &ta, &lda) or not _layout(y, trans2, &tb, &ldb):
-        return None
+    cdef int ta = TRANS if tx else NO_TRANS, tb = TRANS if ty else NO_TRANS
+    cdef int lda = <int>ldx, ldb = <int>ldy
     cdef cnp.ndarray c
     if out is None:
         c = cnp.PyArray_EMPTY(2, [M, N], typenum, 0)
@@ -94,11 +77,11 @@ def gemm(x_obj, y_obj, out, bint trans1, bint trans2):
         if not isinstance(out, cnp.ndarray):
             return None
         c = <cnp.ndarray>out
-        if (cnp.PyArray_TYPE(c) != typenum or c.ndim != 2 or c.shape[0] != M or c.shape[1] != N
-                or not cnp.PyArray_IS_C_CONTIGUOUS(c) or not cnp.PyArray_ISWRITEABLE(c)):
+        if (cnp.PyArray_TYPE(c) != typenum or not _product_operand(c) or c.shape[0] != M
+                or c.shape[1] != N or not cnp.PyArray_IS_C_CONTIGUOUS(c) or not cnp.PyArray_ISWRITEABLE(c)):
             return None
         # numpy.matmul buffers an output that overlaps an input; the BLAS would read what it wrote.
-        if _overlaps(c, x) or _overlaps(c, y):
+        if _shares(c, x) or _shares(c, y):
             return None
     cdef int m = <int>M, n = <int>N, k = <int>K
     cdef const float* fa
@@ -118,12 +101,3 @@ def gemm(x_obj, y_obj, out, bint trans1, bint trans2):
             _dgemm(ROW_MAJOR, ta, tb, m, n, k, 1.0, da, lda, db, ldb, 0.0,
                    <double*>cnp.PyArray_DATA(c), n)
     return c
-
-
-cdef bint _overlaps(cnp.ndarray a, cnp.ndarray b):
-    # Byte ranges spanned by two arrays with non-negative strides (the only ones taken here).
-    cdef char* a0 = <char*>cnp.PyArray_DATA(a)
-    cdef char* b0 = <char*>cnp.PyArray_DATA(b)
-    cdef Py_ssize_t a_span = (a.shape[0] - 1) * a.strides[0] + (a.shape[1] - 1) * a.strides[1] + a.itemsize
-    cdef Py_ssize_t b_span = (b.shape[0] - 1) * b.strides[0] + (b.shape[1] - 1) * b.strides[1] + b.itemsize
-    return a0 < b0 + b_span and b0 < a0 + a_span
