@@ -240,7 +240,8 @@ PDG_TARGET static void pdg_transpose(const float* s, int64_t rows, int64_t cols,
 
 #endif /* PDG_HAVE_X86 */
 
-/* A growing buffer per thread for the transposed copy of an operand (freed with the thread). */
+/* A growing buffer per thread for the transposed copy of an operand (freed with the thread),
+   at most PDG_SCRATCH_MAX floats. */
 typedef struct { float* p; size_t cap; } pdg_buf;
 static pthread_key_t pdg_key;
 static pthread_once_t pdg_once = PTHREAD_ONCE_INIT;
@@ -250,7 +251,11 @@ static void pdg_free(void* v) {
     if (b) { free(b->p); free(b); }
 }
 static void pdg_make_key(void) { pdg_key_ok = pthread_key_create(&pdg_key, pdg_free) == 0; }
+/* The most a thread keeps for the copy (64 MB): bigger products go to the BLAS instead. */
+#define PDG_SCRATCH_MAX ((size_t)16 << 20)
+
 static float* pdg_scratch(size_t n) {
+    if (n > PDG_SCRATCH_MAX) return NULL;
     pthread_once(&pdg_once, pdg_make_key);
     if (!pdg_key_ok) return NULL;
     pdg_buf* b = (pdg_buf*)pthread_getspecific(pdg_key);
