@@ -9,10 +9,11 @@
      along K loads three vectors of one row of the B operand and multiplies them by 8 values of
      the A operand, broadcast from memory. The A operand may have either stride (a row-major
      matrix or the transpose of one): its 8 rows are 8 pointers.
-   * The B operand must have unit stride along N. op(B) = B.T (the forward product X @ W.T)
-     is computed as C.T = B @ op(A).T instead: the weights take the A role, op(A).T is either the
-     stored matrix itself or a transposed copy of it (the small batch, not the weights), and the
-     tile is written to C transposed.
+   * The B operand must have unit stride along the tile's vectors. The tile's vectors run along
+     N (C = op(A) @ op(B)) or along M (C.T = op(B).T @ op(A).T, the tile written to C
+     transposed); where neither operand has the stride one is copied transposed first (the
+     forward product X @ W.T copies the batch, not the weights). pdg_gemm estimates both ways
+     and takes the cheaper.
    * Blocks: MC = 128 rows of A (MC x KC values stay in L2 across the B panels), KC = 512 steps
      along K, NR = 48 columns of B (a panel of KC x 48 values is reused by every row tile).
 
