@@ -19,7 +19,14 @@
 
    Each element of C is a sum over K in order, with one rounding per fused multiply-add, added
    to C (or to the previous K block) once per KC block: results differ from a BLAS's in the last
-   bits, like any two BLAS builds. */
+   bits, like any two BLAS builds.
+
+   lstm.pyx's plait_gemm is the same kind of product (in place, blocked, op(A) either way, C
+   added to or not), written for the LSTM's time steps: every instruction set and float64, and
+   rows 4 or 1 at a time for a step's few sequences, where this tile would compute 8 rows and
+   drop the rest; its 8 x 32 AVX-512 tile has no transposed store and ran the LSTM's products at
+   90-110 GFLOP/s. The two should become one kernel (this tile and store, its narrow-row and
+   float64 paths); until the LSTM's shapes are measured on this one, each module keeps its own. */
 #ifndef PLAIT_DENSE_GEMM_H
 #define PLAIT_DENSE_GEMM_H
 
