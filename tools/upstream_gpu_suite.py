@@ -13,9 +13,10 @@ two steps, because the GPU machine may not have ../shared:
 use). For Chainer it adds a pytest plugin that keeps only the GPU-tagged tests (not those of
 '_'-named base classes, which nose never collected, nor multi-GPU ones needing more GPUs than
 NGPU, default: the devices cupy sees); Thinc's tests choose for themselves. `run` starts one
-pytest per test file under a wall-clock limit (RUN_FILE_TIMEOUT, default 300 s), so a file that
-hangs is named and the others still run, and prints each file's counts and the total. It needs
-cupy, a CUDA device and pytest; Chainer's tests also use `mock` and `six`.
+pytest per test file under a wall-clock limit (RUN_FILE_TIMEOUT, default 300 s), RUN_JOBS files at
+a time (default 1), so a file that hangs is named and the others still run, and prints each file's
+counts as it ends and the total. It needs cupy, a CUDA device and pytest; Chainer's tests also
+use `mock` and `six`.
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ import os
 import re
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Dict, List
 
@@ -124,15 +127,17 @@ def run(dest: Path, extra: List[str]) -> int:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(dest), str(ROOT), env.get("PYTHONPATH", "")) if p)
     limit = float(os.environ.get("RUN_FILE_TIMEOUT", "300"))
+    jobs = max(1, int(os.environ.get("RUN_JOBS", "1")))
     files = sorted((dest / spec["tests"]).rglob("test_*.py"))
-    total: Dict[str, int] = {}
-    for path in files:
+
+    def one(path: Path):
         rel = path.relative_to(dest)
         cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-c", str(dest / "pytest.ini"),
                "--rootdir", str(dest), "-q", "-rfE", "-W", "ignore::DeprecationWarning"]
         for plugin in spec["plugins"]:
             cmd += ["-p", plugin]
         cmd += [*extra, str(rel)]
+        started = time.monotonic()
         try:
             proc = subprocess.run(cmd, cwd=dest, env=env, capture_output=True, text=True, timeout=limit)
             last = (proc.stdout.strip().splitlines() or [""])[-1]
@@ -142,12 +147,21 @@ def run(dest: Path, extra: List[str]) -> int:
             failures = [line for line in proc.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
         except subprocess.TimeoutExpired:
             counts, failures, last = {"timed out": 1}, [], f"no result within {limit:.0f} s"
-        for kind, n in counts.items():
-            total[kind] = total.get(kind, 0) + n
-        if counts.keys() - {"passed", "skipped", "deselected"} or not counts:
-            print(f"{rel}: {last}")
-            for line in failures:
-                print("  " + line[:240])
+        return rel, counts, failures, last, time.monotonic() - started
+
+    total: Dict[str, int] = {}
+    # RUN_JOBS files at a time (each its own pytest); a line per file as it ends, in end order
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for rel, counts, failures, last, took in (f.result() for f in
+                                                  as_completed([pool.submit(one, p) for p in files])):
+            for kind, n in counts.items():
+                total[kind] = total.get(kind, 0) + n
+            if counts.keys() - {"passed", "skipped", "deselected"} or not counts:
+                print(f"{rel}: {last}", flush=True)
+                for line in failures:
+                    print("  " + line[:240], flush=True)
+            else:
+                print(f"{rel}: {last} ({took:.0f} s)", flush=True)
     print("total: " + ", ".join(f"{n} {kind}" for kind, n in sorted(total.items())))
     return 1 if total.keys() - {"passed", "skipped", "deselected"} else 0
 
