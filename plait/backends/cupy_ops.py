@@ -218,7 +218,9 @@ class CupyOps(Ops):
                     "the GPU holds numbers only. Convert it to a numeric dtype first, e.g. "
                     "numpy.asarray(data, dtype='float32')."
                 )
-            array = cupy.asarray(data)
+            # The dtype goes into the conversion itself: a list of Python ints above int64's range
+            # read without it becomes float64 on the host, and the cast after it rounds them.
+            array = cupy.asarray(data, dtype=None if dtype is None else numpy.dtype(dtype))
         if dtype is not None:
             array = array.astype(numpy.dtype(dtype), copy=False)
         return array

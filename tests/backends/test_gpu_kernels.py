@@ -1269,3 +1269,12 @@ def test_cupy_ops_random_ragged_batches_match_reference(gops, ref):
             _same(which, which_ref, exact=True)
 
     check()
+
+
+@pytest.mark.parametrize("dtype", ["uint64", "int64"])
+def test_asarray_converts_host_lists_at_the_requested_dtype(gops, dtype):
+    """Python ints beyond float64's 53-bit mantissa keep every bit (a float64 detour rounded them)."""
+    values = [16, 11648197037703959513] if dtype == "uint64" else [16, -(2**62) - 3]
+    got = gops.asarray(values, dtype=dtype)
+    _same(got, numpy.asarray(values, dtype=dtype), exact=True)
+    assert [int(v) for v in got.get()] == values

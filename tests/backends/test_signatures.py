@@ -29,6 +29,10 @@ ORDER_EXCEPTIONS = {"relu_k", "backprop_relu_k", "clipped_linear"}
 KEYWORD_OR_POSITIONAL = {("relu", "inplace"), ("backprop_relu", "inplace"), ("as_contig", "dtype")}
 
 
+if not SPEC.exists():  # the spec lives beside the checkout (../shared), not in it
+    pytest.skip(f"the spec page {SPEC} is not here", allow_module_level=True)
+
+
 def _spec_sections():
     """{method name: [(arg name, keyword_only, variadic)]} parsed from the spec's argument tables."""
     text = SPEC.read_text(encoding="utf8")
