@@ -12,7 +12,8 @@ loads), single-threaded, over the products the benchmarked models make:
 * what plait's default (`PLAIT_BLAS=auto`) gives in a plain process, under the environment this
   script was started with;
 * where the CPU has AVX-512, plait's own products (_kernels_cpu/dense_gemm.pyx) for every shape
-  (`PLAIT_BLAS=plait`; `auto` takes them on Zen 5 below 2**28 multiply-adds).
+  (`PLAIT_BLAS=plait`; `auto` takes them below 2**28 multiply-adds on the processors of
+  `_blas.OWN_KERNEL_CPUS`).
 
 Rounds alternate the candidates; the table shows each product's median GFLOP per CPU-second
 (process time, steadier than wall time on a shared machine) and marks the best. The last lines

@@ -19,15 +19,17 @@ private copy ran the MLP's forward products (128x784 @ 784x512^T, 256x512 @ 512x
 faster than numpy's and no product slower (bench/blas_choice.py, bench/README.md), so `auto`
 loads it there too, with OpenBLAS's own kernel choice.
 
-On Zen 5, `auto` also sends float32 products of dense-layer shapes (fewer than 2**28
+On Zen 5 and on Intel's Emerald Rapids Xeons (OWN_KERNEL_CPUS: the processors where it was
+measured), `auto` also sends float32 products of dense-layer shapes (fewer than 2**28
 multiply-adds; not x @ y.T with an output of at most 16 x 64) to plait's own AVX-512 kernels
-(_kernels_cpu/dense_gemm.pyx), which read the weights in place instead of packing them: 10-20%
-faster than the private OpenBLAS on an MLP's forward and input-gradient products, 2-6% on its
-weight gradients (bench/README.md, "plait's own products"). Bigger products stay with the BLAS,
+(_kernels_cpu/dense_gemm.pyx), which read the weights in place instead of packing them: on Zen 5
+10-20% faster than the private OpenBLAS on an MLP's forward and input-gradient products, 2-6% on
+its weight gradients; on Emerald Rapids 1.09x numpy's OpenBLAS at the median of the shapes the
+rule takes (bench/README.md, "plait's own products"). Bigger products stay with the BLAS,
 whose packed blocks and threads win there. They need the AVX-512 build of the kernels
 (`PLAIT_ISA=avx2` turns them off with the rest of AVX-512).
 
-`PLAIT_BLAS` chooses: `auto` (default: as above, on Zen 4 and Zen 5), `numpy` (never load a second
+`PLAIT_BLAS` chooses: `auto` (default: as above), `numpy` (never load a second
 BLAS, no own kernels), `openblas` (use the private OpenBLAS on any processor, float32 and float64,
 with OpenBLAS's own kernel choice unless `OPENBLAS_CORETYPE` names one; no own kernels), `plait`
 (as `auto`, and plait's own kernels for every float32 product they can take, on any processor
@@ -42,7 +44,7 @@ import ctypes
 import os
 import sys
 import threading
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 VARIABLE = "PLAIT_BLAS"
 MODES = ("auto", "numpy", "openblas", "plait")
@@ -74,14 +76,15 @@ def is_zen5(cpuinfo: Optional[str] = None) -> bool:
     return _amd_avx512_family(cpuinfo) == 26
 
 
-def _amd_avx512_family(cpuinfo: Optional[str] = None) -> Optional[int]:
-    """The CPU family of an AMD processor with AVX-512 (from /proc/cpuinfo), else None."""
+def avx512_cpu(cpuinfo: Optional[str] = None) -> Optional[Tuple[str, int, int]]:
+    """(vendor_id, cpu family, model) of an x86 processor with AVX-512, from /proc/cpuinfo's first
+    processor; None without AVX-512 or where /proc/cpuinfo cannot be read or parsed."""
     if cpuinfo is None:
         try:
             with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
                 cpuinfo = f.read(1 << 16)
         except OSError:
-            return False
+            return None
     fields: Dict[str, str] = {}
     for line in cpuinfo.splitlines():
         if not line.strip():
@@ -90,12 +93,37 @@ def _amd_avx512_family(cpuinfo: Optional[str] = None) -> Optional[int]:
             continue
         key, _, value = line.partition(":")
         fields[key.strip()] = value.strip()
-    if fields.get("vendor_id") != "AuthenticAMD" or "avx512f" not in fields.get("flags", "").split():
+    if "avx512f" not in fields.get("flags", "").split():
         return None
     try:
-        return int(fields.get("cpu family", ""))
+        return fields.get("vendor_id", ""), int(fields.get("cpu family", "")), int(fields.get("model", ""))
     except ValueError:
         return None
+
+
+def _amd_avx512_family(cpuinfo: Optional[str] = None) -> Optional[int]:
+    """The CPU family of an AMD processor with AVX-512 (from /proc/cpuinfo), else None."""
+    found = avx512_cpu(cpuinfo)
+    return found[1] if found is not None and found[0] == "AuthenticAMD" else None
+
+
+#: The AVX-512 processors on which `auto` sends dense-layer float32 products to plait's own
+#: kernels: (vendor, family, model or None for every model) -> name. Only processors where
+#: bench/dense_gemm_grid.py and bench/blas_choice.py were run and the rule won (bench/README.md,
+#: "plait's own products"); elsewhere `PLAIT_BLAS=plait` turns them on for every shape.
+OWN_KERNEL_CPUS: Dict[Tuple[str, int, Optional[int]], str] = {
+    ("AuthenticAMD", 26, None): "Zen 5",
+    ("GenuineIntel", 6, 207): "Emerald Rapids",  # 5th-generation Xeon Scalable
+}
+
+
+def own_kernels_cpu(cpuinfo: Optional[str] = None) -> Optional[str]:
+    """The name of this processor if `auto` uses plait's own products on it (OWN_KERNEL_CPUS)."""
+    found = avx512_cpu(cpuinfo)
+    if found is None:
+        return None
+    vendor, family, model = found
+    return OWN_KERNEL_CPUS.get((vendor, family, model), OWN_KERNEL_CPUS.get((vendor, family, None)))
 
 
 def _auto_choice() -> Optional[str]:
@@ -205,14 +233,15 @@ def configure(mode: Optional[str] = None) -> Dict[str, Any]:
 
 
 def _set_own_kernels(chosen: str) -> None:
-    """Switch plait's own float32 kernels for `chosen`: on Zen 5 under `auto`, for the shapes where
-    they were measured to win; everywhere they can run under `plait`; off otherwise."""
+    """Switch plait's own float32 kernels for `chosen`: under `auto` on the processors of
+    OWN_KERNEL_CPUS, for the shapes where they were measured to win; everywhere they can run under
+    `plait`; off otherwise."""
     global own_kernels
     from ._kernels_cpu import dense_gemm
 
     if chosen == "plait":
         mode = 2
-    elif chosen == "auto" and _auto_choice() == "Zen 5":
+    elif chosen == "auto" and own_kernels_cpu() is not None:
         mode = 1
     else:
         mode = 0

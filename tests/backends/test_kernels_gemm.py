@@ -190,6 +190,33 @@ def test_zen4_and_zen5_detection():
         assert not _blas.is_zen4(other) and not _blas.is_zen5(other)
 
 
+EMERALD_RAPIDS = """processor\t: 0
+vendor_id\t: GenuineIntel
+cpu family\t: 6
+model\t\t: 207
+model name\t: Intel(R) Xeon(R) Processor
+flags\t\t: fpu sse2 avx2 fma avx512f avx512bw avx512_fp16
+"""
+
+
+def test_own_kernel_processors_are_the_measured_ones():
+    """`auto` uses plait's own products only on processors where they were measured to win."""
+    zen5 = ZEN4.replace(": 25", ": 26")
+    assert _blas.avx512_cpu(zen5) == ("AuthenticAMD", 26, 17)
+    assert _blas.own_kernels_cpu(zen5) == "Zen 5"
+    assert _blas.own_kernels_cpu(zen5.replace(": 17", ": 68")) == "Zen 5"  # every Zen 5 model
+    assert _blas.own_kernels_cpu(EMERALD_RAPIDS) == "Emerald Rapids"
+    # Not measured: Zen 4, Sapphire Rapids (model 143), Ice Lake (106); without AVX-512 nothing.
+    assert _blas.own_kernels_cpu(ZEN4) is None
+    assert _blas.own_kernels_cpu(EMERALD_RAPIDS.replace(": 207", ": 143")) is None
+    assert _blas.own_kernels_cpu(EMERALD_RAPIDS.replace(": 207", ": 106")) is None
+    assert _blas.own_kernels_cpu(EMERALD_RAPIDS.replace("avx512f ", "")) is None
+    assert _blas.avx512_cpu(EMERALD_RAPIDS.replace(": 207", ": x")) is None
+    assert _blas.avx512_cpu("") is None
+    # Intel processors keep numpy's OpenBLAS: the private copy was no faster there.
+    assert not _blas.is_zen4(EMERALD_RAPIDS) and not _blas.is_zen5(EMERALD_RAPIDS)
+
+
 @needs_private
 def test_auto_mode_on_zen4_loads_avx2_kernels_at_the_first_big_float32_product():
     """In a fresh process: what `auto` picks here, when it loads, and the threads it gets."""
@@ -214,6 +241,7 @@ with threadpoolctl.threadpool_limits(1, user_api="blas"):
 print(json.dumps({"before": before, "after_f64": after_f64, "after_small": after_small,
                   "info": _blas.info(), "ok": ok,
                   "zen4": _blas.is_zen4(), "zen5": _blas.is_zen5(), "libs": libs(),
+                  "own_cpu": _blas.own_kernels_cpu(),
                   "own": dense_gemm.available()}))
 """
     env = {k: v for k, v in os.environ.items() if k not in ("PLAIT_BLAS", "OPENBLAS_CORETYPE")}
@@ -225,8 +253,9 @@ print(json.dumps({"before": before, "after_f64": after_f64, "after_small": after
     assert got["before"]["library"] is None and got["after_f64"]["library"] is None
     # An 8 x 8 x 8 product is not worth loading it for; a 700^3 one is.
     assert got["after_small"]["library"] is None
-    # plait's own products: on Zen 5, with the AVX-512 build (PLAIT_ISA=avx2 turns them off).
-    assert got["info"]["own_kernels"] == ("dense-layer shapes" if got["zen5"] and got["own"] else "off")
+    # plait's own products: on the measured processors, with the AVX-512 build (PLAIT_ISA=avx2
+    # turns them off).
+    assert got["info"]["own_kernels"] == ("dense-layer shapes" if got["own_cpu"] and got["own"] else "off")
     if got["zen4"] or got["zen5"]:
         assert "first float32 product" in got["before"]["reason"]
         assert got["info"]["library"] and got["info"]["float64"] is False
