@@ -174,6 +174,14 @@ ctypedef void (*_cblas_sgemm_t)(int, int, int, int, int, int, float, const float
 cdef _cblas_sgemm_t _private_sgemm = NULL
 
 
+# plait's own float32 products (_kernels_cpu/dense_gemm, the build of this processor's ISA), once
+# _follow_plait_blas has found them: it takes a product (1) or leaves it to the BLAS (0), and
+# checks its mode on each call, so `PLAIT_BLAS` and _blas.configure switch it without this module.
+ctypedef int (*_own_sgemm_t)(bint, bint, int, int, int, float, const float*, int, const float*,
+                             int, float, float*, int) noexcept nogil
+cdef _own_sgemm_t _own_sgemm = NULL
+
+
 # A product below SERIAL_WORK multiply-adds runs on one BLAS thread (_threads.py): spaCy's
 # parsers call these routines at every step, and OpenBLAS's workers would spin after each. The
 # thread-count functions of the BLAS behind each routine are set by _follow_plait_blas while
@@ -204,7 +212,10 @@ cdef void _sgemm_rowmajor(bint transA, bint transB, int M, int N, int K,
                           float alpha, const float* A, int lda, const float* B, int ldb,
                           float beta, float* C, int ldc) noexcept nogil:
     cdef _cblas_sgemm_t routine = _private_sgemm
+    cdef _own_sgemm_t own = _own_sgemm
     cdef int restore
+    if own != NULL and own(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc):
+        return
     if routine != NULL:
         restore = _serial_begin(_private_get, _private_set, M, N, K)
         routine(101, 112 if transA else 111, 112 if transB else 111, M, N, K,
@@ -271,6 +282,12 @@ def _use_private_sgemm(uintptr_t address):
     _private_sgemm = <_cblas_sgemm_t>address
 
 
+def _use_own_sgemm(uintptr_t address):
+    """Offer float32 products of every table to plait's own kernels first (0: never)."""
+    global _own_sgemm
+    _own_sgemm = <_own_sgemm_t>address
+
+
 def _set_serial_guard(uintptr_t table_get, uintptr_t table_set, uintptr_t private_get,
                       uintptr_t private_set, double work):
     """Install the thread-count functions the routines switch for small products (0: none):
@@ -283,7 +300,7 @@ def _set_serial_guard(uintptr_t table_get, uintptr_t table_set, uintptr_t privat
     _private_set = <_set_threads_t>private_set if private_get else NULL
 
 
-_followed = {"handle": None, "limited": False, "guard": None}
+_followed = {"handle": None, "limited": False, "guard": None, "own": False}
 
 
 def _follow_plait_blas():
@@ -302,6 +319,13 @@ def _follow_plait_blas():
     # that `auto` chose (Zen 4) loads now rather than at the first large NumpyOps product.
     if _blas.pending:
         _blas.load_pending()
+    if not _followed["own"]:
+        # Where the kernels run, the table offers them its float32 products; whether they take
+        # one is their mode's (_blas sets it: the rule, every product, or none).
+        from plait.backends._kernels_cpu import dense_gemm
+
+        _followed["own"] = True
+        _use_own_sgemm(dense_gemm.table_sgemm_address())
     handle = _blas._handle if _blas.info()["library"] else None
     if handle is not _followed["handle"]:
         import ctypes

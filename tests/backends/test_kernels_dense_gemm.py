@@ -206,3 +206,43 @@ def test_without_avx512_every_product_is_declined(mode):
     x = numpy.ones((64, 64), "float32")
     assert dense_gemm.gemm(x, x, None, False, False, False) is None
     numpy.testing.assert_array_equal(NumpyOps().gemm(x, x), 64)
+
+
+@needs_kernels
+def test_cblas_table_offers_float32_products_to_them(mode):
+    """spaCy's parsers multiply through ops.cblas(): the table's sgemm tries these kernels first
+    and leaves to the BLAS what they cannot compute exactly as asked."""
+    _blas.configure("plait")
+    table = NumpyOps().cblas()
+    rng = numpy.random.default_rng(11)
+
+    def run(M, K, N, trans1, trans2, alpha=1.0, beta=0.0):
+        x = rng.standard_normal((K, M) if trans1 else (M, K), dtype="float32")
+        y = rng.standard_normal((N, K) if trans2 else (K, N), dtype="float32")
+        out = rng.standard_normal((M, N), dtype="float32")
+        expected = alpha * _reference(x, y, trans1, trans2) + beta * out.astype("float64")
+        before = dense_gemm.table_products()
+        table.gemm(x, y, out=out, trans1=trans1, trans2=trans2, alpha=alpha, beta=beta)
+        _assert_close(out, expected, K)
+        return dense_gemm.table_products() - before
+
+    # A parser's step (states x hidden @ classes x hidden ^T) and the other layouts, both betas.
+    for trans1, trans2 in [(False, True), (False, False), (True, False), (True, True)]:
+        for beta in (0.0, 1.0):
+            assert run(37, 64, 93, trans1, trans2, beta=beta) == 1
+    # Scaled products stay with the BLAS.
+    assert run(37, 64, 93, False, True, alpha=2.0) == 0
+    assert run(37, 64, 93, False, True, beta=0.5) == 0
+    # The default rule: dense-layer shapes yes, a product past its bound and a tiny x @ y.T no.
+    mode(1)
+    assert run(37, 64, 93, False, True) == 1
+    assert run(700, 700, 700, False, False) == 0
+    assert run(8, 128, 10, False, True) == 0
+    # Switched off: every product goes to the BLAS.
+    mode(0)
+    assert run(37, 64, 93, False, True) == 0
+    # float64 never reaches them.
+    x = rng.standard_normal((5, 4))
+    before = dense_gemm.table_products()
+    numpy.testing.assert_allclose(table.gemm(x, x, trans2=True), x @ x.T)
+    assert dense_gemm.table_products() == before

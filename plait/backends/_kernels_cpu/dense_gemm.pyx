@@ -30,8 +30,13 @@ MAX_WORK = 1 << 28
 #: either way one operand is copied transposed first, and the tile is mostly empty lanes.
 TINY_SIDE = 16
 SMALL_SIDE = 64
+# The same bounds as C values, for the rule's checks without the GIL.
+cdef double _MAX_WORK = MAX_WORK
+cdef Py_ssize_t _TINY_SIDE = TINY_SIDE
+cdef Py_ssize_t _SMALL_SIDE = SMALL_SIDE
 
 cdef int _mode = 0  # 0: decline everything, 1: the shapes `wanted` names, 2: every product
+cdef Py_ssize_t _table_products = 0  # products the cblas() table's sgemm handed to these kernels
 
 
 def available() -> bool:
@@ -51,10 +56,10 @@ def get_mode() -> int:
     return _mode
 
 
-cdef inline bint _wanted(Py_ssize_t M, Py_ssize_t N, Py_ssize_t K, bint tx, bint ty):
-    if <double>M * <double>N * <double>K >= <double>MAX_WORK:
+cdef inline bint _wanted(Py_ssize_t M, Py_ssize_t N, Py_ssize_t K, bint tx, bint ty) noexcept nogil:
+    if <double>M * <double>N * <double>K >= _MAX_WORK:
         return 0
-    if ty and not tx and min(M, N) <= TINY_SIDE and max(M, N) <= SMALL_SIDE:
+    if ty and not tx and min(M, N) <= _TINY_SIDE and max(M, N) <= _SMALL_SIDE:
         return 0
     return 1
 
@@ -108,3 +113,36 @@ def gemm(x_obj, y_obj, out=None, bint trans1=False, bint trans2=False, bint accu
     with nogil:
         done = pdg_gemm(M, N, K, px, ldx, tx, py, ldy, ty, pc, accumulate)
     return c if done else None
+
+
+cdef int _table_sgemm(bint transA, bint transB, int M, int N, int K, float alpha, const float* A,
+                      int lda, const float* B, int ldb, float beta, float* C,
+                      int ldc) noexcept nogil:
+    """The cblas() table's float32 product (row-major, in the BLAS's argument order), taken where
+    these kernels compute it exactly as asked: alpha 1, beta 0 or 1, a C of N contiguous columns,
+    valid leading dimensions, and in the default mode a shape the rule names. 1 if done; 0 leaves
+    it to the BLAS, which also reports invalid arguments its own way."""
+    global _table_products
+    if _mode == 0 or alpha != 1.0 or not (beta == 0.0 or beta == 1.0):
+        return 0
+    if M <= 0 or N <= 0 or K <= 0 or ldc != N:
+        return 0
+    if lda < (M if transA else K) or ldb < (K if transB else N):
+        return 0
+    if _mode == 1 and not _wanted(M, N, K, transA, transB):
+        return 0
+    if not pdg_gemm(M, N, K, A, lda, transA, B, ldb, transB, C, beta == 1.0):
+        return 0
+    _table_products += 1  # a statistic for tests; not atomic across threads
+    return 1
+
+
+def table_sgemm_address() -> int:
+    """The address of the table product above, for plait.backends.cblas (0 where the kernels
+    cannot run here)."""
+    return <size_t>&_table_sgemm if pdg_available() else 0
+
+
+def table_products() -> int:
+    """How many products the cblas() table has handed to these kernels in this process."""
+    return _table_products
