@@ -126,8 +126,13 @@ def run(dest: Path, extra: List[str]) -> int:
         return _fail(f"{dest} was not made by `prepare`")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(dest), str(ROOT), env.get("PYTHONPATH", "")) if p)
-    limit = float(os.environ.get("RUN_FILE_TIMEOUT", "300"))
-    jobs = max(1, int(os.environ.get("RUN_JOBS", "1")))
+    try:
+        limit = float(os.environ.get("RUN_FILE_TIMEOUT", "300"))
+        jobs = max(1, int(os.environ.get("RUN_JOBS", "1")))
+    except ValueError:
+        return _fail(f"RUN_FILE_TIMEOUT ({os.environ.get('RUN_FILE_TIMEOUT')!r}) must be a number of "
+                     f"seconds and RUN_JOBS ({os.environ.get('RUN_JOBS')!r}) a whole number, e.g. "
+                     "RUN_JOBS=8 RUN_FILE_TIMEOUT=150")
     files = sorted((dest / spec["tests"]).rglob("test_*.py"))
 
     def one(path: Path):
