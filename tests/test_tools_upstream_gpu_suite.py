@@ -81,5 +81,30 @@ def test_run_gives_each_file_its_own_pytest_and_names_a_file_that_hangs(tmp_path
     assert "some_tests/test_hang.py: no result within 5 s" in lines
     assert any(line.startswith("some_tests/test_bad.py: ") for line in lines)
     assert "  FAILED some_tests/test_bad.py::test_c - assert 1 == 2" in lines
-    assert not any(line.startswith("some_tests/test_good.py") for line in lines)
+    # A file that passes gets one line too, as it ends: its counts and how long it took.
+    good = [line for line in lines if line.startswith("some_tests/test_good.py: ")]
+    assert len(good) == 1 and "2 passed" in good[0] and good[0].endswith(" s)")
     assert lines[-1] == "total: 1 failed, 2 passed, 1 timed out"
+
+
+def test_run_jobs_runs_files_side_by_side_with_the_same_totals(tmp_path):
+    suite = tmp_path / "suite"
+    tests = suite / "some_tests"
+    tests.mkdir(parents=True)
+    (suite / "pytest.ini").write_text("[pytest]\n")
+    (suite / "gpu_suite.json").write_text('{"kind": "thinc", "tests": "some_tests", "plugins": []}')
+    for name in ("a", "b", "c"):
+        (tests / f"test_{name}.py").write_text("import time\n\ndef test_x():\n    time.sleep(3)\n")
+    (tests / "test_bad.py").write_text("def test_c():\n    assert 1 == 2\n")
+    env = dict(os.environ, RUN_FILE_TIMEOUT="60", RUN_JOBS="4")
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "upstream_gpu_suite.py"), "run", str(suite)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == "total: 1 failed, 3 passed"
+    assert sorted(line.split(":")[0] for line in lines[:-1] if not line.startswith(" ")) == [
+        "some_tests/test_a.py", "some_tests/test_b.py", "some_tests/test_bad.py", "some_tests/test_c.py"]
+    # A setting that is not a number is refused with a message, before anything runs.
+    bad = subprocess.run([sys.executable, str(ROOT / "tools" / "upstream_gpu_suite.py"), "run", str(suite)],
+                         capture_output=True, text=True, timeout=60, env=dict(env, RUN_JOBS="many"))
+    assert bad.returncode == 2 and "RUN_JOBS ('many')" in bad.stderr and not bad.stdout
