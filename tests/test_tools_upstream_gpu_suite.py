@@ -63,19 +63,30 @@ def test_the_plugin_keeps_gpu_tagged_tests_only(tmp_path):
     assert collected == ["test_sample.py::TestAllGpu::test_a", "test_sample.py::TestPlain::test_on_gpu"]
 
 
-def test_run_gives_each_file_its_own_pytest_and_names_a_file_that_hangs(tmp_path):
+def _prepared_suite(tmp_path, files):
+    """A folder as `prepare` leaves it, holding some_tests/<name> for each (name, source)."""
     suite = tmp_path / "suite"
     tests = suite / "some_tests"
     tests.mkdir(parents=True)
     (suite / "pytest.ini").write_text("[pytest]\n")
     (suite / "gpu_suite.json").write_text('{"kind": "thinc", "tests": "some_tests", "plugins": []}')
-    (tests / "test_good.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n")
-    (tests / "test_bad.py").write_text("def test_c():\n    assert 1 == 2\n")
-    (tests / "test_hang.py").write_text("import time\n\ndef test_d():\n    time.sleep(60)\n")
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "upstream_gpu_suite.py"), "run", str(suite)],
-        capture_output=True, text=True, timeout=120, env=dict(os.environ, RUN_FILE_TIMEOUT="5"),
-    )
+    for name, source in files.items():
+        (tests / name).write_text(source)
+    return suite
+
+
+def _run(suite, **settings):
+    return subprocess.run([sys.executable, str(ROOT / "tools" / "upstream_gpu_suite.py"), "run", str(suite)],
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ, **settings))
+
+
+def test_run_gives_each_file_its_own_pytest_and_names_a_file_that_hangs(tmp_path):
+    suite = _prepared_suite(tmp_path, {
+        "test_good.py": "def test_a():\n    pass\n\ndef test_b():\n    pass\n",
+        "test_bad.py": "def test_c():\n    assert 1 == 2\n",
+        "test_hang.py": "import time\n\ndef test_d():\n    time.sleep(60)\n",
+    })
+    proc = _run(suite, RUN_FILE_TIMEOUT="5")
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
     assert "some_tests/test_hang.py: no result within 5 s" in lines
@@ -88,23 +99,15 @@ def test_run_gives_each_file_its_own_pytest_and_names_a_file_that_hangs(tmp_path
 
 
 def test_run_jobs_runs_files_side_by_side_with_the_same_totals(tmp_path):
-    suite = tmp_path / "suite"
-    tests = suite / "some_tests"
-    tests.mkdir(parents=True)
-    (suite / "pytest.ini").write_text("[pytest]\n")
-    (suite / "gpu_suite.json").write_text('{"kind": "thinc", "tests": "some_tests", "plugins": []}')
-    for name in ("a", "b", "c"):
-        (tests / f"test_{name}.py").write_text("import time\n\ndef test_x():\n    time.sleep(3)\n")
-    (tests / "test_bad.py").write_text("def test_c():\n    assert 1 == 2\n")
-    env = dict(os.environ, RUN_FILE_TIMEOUT="60", RUN_JOBS="4")
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "upstream_gpu_suite.py"), "run", str(suite)],
-                          capture_output=True, text=True, timeout=120, env=env)
+    sleeper = "import time\n\ndef test_x():\n    time.sleep(3)\n"
+    suite = _prepared_suite(tmp_path, {"test_a.py": sleeper, "test_b.py": sleeper, "test_c.py": sleeper,
+                                       "test_bad.py": "def test_c():\n    assert 1 == 2\n"})
+    proc = _run(suite, RUN_FILE_TIMEOUT="60", RUN_JOBS="4")
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[-1] == "total: 1 failed, 3 passed"
     assert sorted(line.split(":")[0] for line in lines[:-1] if not line.startswith(" ")) == [
         "some_tests/test_a.py", "some_tests/test_b.py", "some_tests/test_bad.py", "some_tests/test_c.py"]
     # A setting that is not a number is refused with a message, before anything runs.
-    bad = subprocess.run([sys.executable, str(ROOT / "tools" / "upstream_gpu_suite.py"), "run", str(suite)],
-                         capture_output=True, text=True, timeout=60, env=dict(env, RUN_JOBS="many"))
+    bad = _run(suite, RUN_FILE_TIMEOUT="60", RUN_JOBS="many")
     assert bad.returncode == 2 and "RUN_JOBS ('many')" in bad.stderr and not bad.stdout
