@@ -25,8 +25,10 @@
    added to or not), written for the LSTM's time steps: every instruction set and float64, and
    rows 4 or 1 at a time for a step's few sequences, where this tile would compute 8 rows and
    drop the rest; its 8 x 32 AVX-512 tile has no transposed store and ran the LSTM's products at
-   90-110 GFLOP/s. The two should become one kernel (this tile and store, its narrow-row and
-   float64 paths); until the LSTM's shapes are measured on this one, each module keeps its own. */
+   90-110 GFLOP/s on Zen 5. The two should become one kernel (this tile and store, its narrow-row
+   and float64 paths) once it pays: on an Emerald Rapids Xeon (2026-11-27) the BiLSTM's forward
+   and backward with every float32 product here, or only the big ones, took no less time than
+   with plait_gemm (bench/README.md, "On an Intel Xeon"), so each module keeps its own for now. */
 #ifndef PLAIT_DENSE_GEMM_H
 #define PLAIT_DENSE_GEMM_H
 
