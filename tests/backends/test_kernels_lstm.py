@@ -498,3 +498,55 @@ def test_activations_leave_inputs_alone_and_fall_back():
     assert_same(ops.sigmoid([1.0, 2.0]), ref.sigmoid(numpy.asarray([1.0, 2.0])))
     with pytest.raises(TypeError):
         ops.sigmoid(None)
+
+
+# --- the product kernel on its own ---------------------------------------------------------
+
+
+# M, N, K: around the register blocks (8/6/4 rows, 16-64 columns), the 128-row chunks, the
+# 256-long K slices and the 64-column panels; K = 0 leaves C = 0 (or as it was, with acc).
+PRODUCT_SHAPES = [(1, 1, 1), (3, 5, 7), (4, 64, 3), (7, 65, 256), (8, 16, 257), (15, 33, 0),
+                  (16, 130, 300), (17, 100, 40), (40, 256, 64), (129, 70, 513), (300, 24, 20)]
+
+
+def _product_case(seed, M, N, K, ta, dtype):
+    rng = numpy.random.default_rng(seed)
+    A = rng.normal(size=(K, M) if ta else (M, K)).astype(dtype)
+    B = rng.normal(size=(K, N)).astype(dtype)
+    C0 = rng.normal(size=(M, N)).astype(dtype)
+    return A, B, C0
+
+
+@pytest.mark.parametrize("level", [1, 3, 4])
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("ta", [False, True], ids=["A", "A.T"])
+def test_product_kernel_matches_numpy_with_or_without_panels_and_copies(dtype, ta, level):
+    # The LSTM multiplies by its weights in panels and copies blocks of a transposed A into
+    # scratch. Neither may change a single bit: each entry is the same sum in the same order.
+    kernels = _numpy_lstm._compiled
+    try:
+        kernels._gemm_isa(level)
+        for seed, (M, N, K) in enumerate(PRODUCT_SHAPES):
+            A, B, C0 = _product_case(seed, M, N, K, ta, dtype)
+            op_a = (A.T if ta else A).astype("float64")
+            for acc in (False, True):
+                want = op_a @ B.astype("float64") + (C0 if acc else 0)
+                results = []
+                for panels in (False, True):
+                    for scratch in (False, True):
+                        C = C0.copy()
+                        kernels._product(ta, A, B, C, acc, panels, scratch)
+                        results.append(C)
+                numpy.testing.assert_allclose(results[0], want, rtol=1e-4 if dtype == "float32" else 1e-12,
+                                              atol=(1e-4 if dtype == "float32" else 1e-12) * max(1, K) ** 0.5)
+                for other in results[1:]:
+                    assert_same(other, results[0])
+    finally:
+        kernels._gemm_isa(0)
+
+
+def test_product_kernel_refuses_shapes_that_do_not_match():
+    A = numpy.zeros((3, 4), dtype="float32")
+    with pytest.raises(ValueError, match="shapes do not match"):
+        _numpy_lstm._compiled._product(False, A, numpy.zeros((5, 2), "float32"),
+                                       numpy.zeros((3, 2), "float32"), False, True, True)
