@@ -298,9 +298,12 @@ def machine_summary() -> Dict[str, Any]:
         load = [round(x, 2) for x in os.getloadavg()]
     except OSError:
         load = []
-    # Set on some machines to pin OpenBLAS to older kernels; every child inherits them, and
-    # they can halve the GEMM rate, so the figures must say so.
-    blas_env = {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ}
+    # Set on some machines to pin OpenBLAS to older kernels, or by hand to pin BLIS (thinc's
+    # products) to them, as when an AVX-512 machine stands in for an AVX2-only one
+    # (PLAIT_ISA=avx2 with BLIS_ARCH_TYPE=3, BLIS's 'haswell'); every child inherits them,
+    # and they can halve the GEMM rate, so the figures must say so.
+    blas_env = {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "BLIS_ARCH_TYPE")
+                if k in os.environ}
     # The build of plait's kernels the children run (docs/isa.md): they inherit PLAIT_ISA.
     isa = os.environ.get("PLAIT_ISA", "").strip().lower() or "auto"
     return {"cpus": os.cpu_count(), "cpu": cpu, "python": sys.version.split()[0],

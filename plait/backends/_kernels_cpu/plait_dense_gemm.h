@@ -24,11 +24,12 @@
    lstm.pyx's plait_gemm is the same kind of product (in place, blocked, op(A) either way, C
    added to or not), written for the LSTM's time steps: every instruction set and float64, and
    rows 4 or 1 at a time for a step's few sequences, where this tile would compute 8 rows and
-   drop the rest; its 8 x 32 AVX-512 tile has no transposed store and ran the LSTM's products at
-   90-110 GFLOP/s on Zen 5. The two should become one kernel (this tile and store, its narrow-row
-   and float64 paths) once it pays: on an Emerald Rapids Xeon (2026-11-27) the BiLSTM's forward
-   and backward with every float32 product here, or only the big ones, took no less time than
-   with plait_gemm (bench/README.md, "On an Intel Xeon"), so each module keeps its own for now. */
+   drop the rest; it has no transposed store, and it reads the LSTM's weights from panels made
+   once per pass (its 6 x 64 AVX-512 tile reads one whole panel row per k). The two should
+   become one kernel (this tile and store, its narrow-row, panel and float64 paths) once it
+   pays: on an Emerald Rapids Xeon (2026-11-27) the BiLSTM's forward and backward with every
+   float32 product here, or only the big ones, took no less time than with plait_gemm (then
+   without panels; bench/README.md, "On an Intel Xeon"), so each module keeps its own for now. */
 #ifndef PLAIT_DENSE_GEMM_H
 #define PLAIT_DENSE_GEMM_H
 
