@@ -68,6 +68,7 @@ bench: $(STAMP) spacy-peer
 	$(PY) bench/mlp.py $(BENCH_ARGS)
 	$(PY) bench/textcat_cnn.py $(BENCH_ARGS)
 	$(PY) bench/lstm_tagger.py $(BENCH_ARGS)
+	$(PY) bench/lstm_kernels.py $(BENCH_ARGS)
 	$(PY) bench/ops_micro.py $(BENCH_ARGS)
 	$(PY) bench/define_by_run.py $(BENCH_ARGS)
 	$(PY) bench/spacy_train.py $(BENCH_ARGS)
