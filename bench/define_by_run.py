@@ -146,17 +146,10 @@ def _result(n_seen, train, n_pred, pred, correct) -> Dict[str, Any]:
 
 
 def main(argv=None) -> None:
-    parser = H.make_parser(__doc__.splitlines()[0])
-    parser.set_defaults(peers="all")
-    for key, value in DEFAULTS.items():
-        parser.add_argument("--" + key.replace("_", "-"), type=type(value), default=None,
-                            help=f"default {value} (--quick: {QUICK[key]})")
-    args = parser.parse_args(argv)
-    if args.child:
-        return H.child_main(args.child, args.params, work)
-    base = QUICK if args.quick else DEFAULTS
-    params = {k: (getattr(args, k) if getattr(args, k) is not None else v) for k, v in base.items()}
-    params["seed"] = args.seed
+    parsed = H.sized_command_line(argv, __doc__, DEFAULTS, QUICK, work)
+    if parsed is None:  # a child: work() ran
+        return
+    parser, args, params = parsed
     if params["net"] not in NETS:
         parser.error(f"--net must be one of {', '.join(NETS)}, got {params['net']!r}")
     title = "Chainer tutorial MLP" if params["net"] == "mlp" else "LeNet on MNIST"

@@ -80,18 +80,12 @@ def work(framework: str, p: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def main(argv=None) -> None:
-    parser = H.make_parser(__doc__.splitlines()[0])
-    for key, value in DEFAULTS.items():
-        parser.add_argument("--" + key, type=int, default=None,
-                            help=f"default {value} (--quick: {QUICK[key]})")
-    args = parser.parse_args(argv)
-    if args.child:
-        return H.child_main(args.child, args.params, work)
-    base = QUICK if args.quick else DEFAULTS
-    params = {k: (getattr(args, k) if getattr(args, k) is not None else v) for k, v in base.items()}
-    if params["hidden"] % 2 or min(params.values()) < 1:
+    parsed = H.sized_command_line(argv, __doc__, DEFAULTS, QUICK, work)
+    if parsed is None:  # a child: work() ran
+        return
+    parser, args, params = parsed
+    if params["hidden"] % 2 or min(params[k] for k in DEFAULTS) < 1:
         parser.error(f"--hidden must be even and every size at least 1, got {params}")
-    params["seed"] = args.seed
     H.parent_main(__file__, args, params, "BiLSTM kernels on the tagger's batches (bench/lstm_kernels.py)",
                   COLUMNS, known=("plait", "thinc91", "thinc83"))
 

@@ -150,17 +150,10 @@ def _result(n_words_seen, train, n_pred, pred, correct, epochs) -> Dict[str, Any
 
 
 def main(argv=None) -> None:
-    parser = H.make_parser(__doc__.splitlines()[0])
-    for key, value in DEFAULTS.items():
-        extra = "; 0 = whole split" if key.startswith("max_") else ""
-        parser.add_argument("--" + key.replace("_", "-"), type=type(value), default=None,
-                            help=f"default {value} (--quick: {QUICK[key]}){extra}")
-    args = parser.parse_args(argv)
-    if args.child:
-        return H.child_main(args.child, args.params, work)
-    base = QUICK if args.quick else DEFAULTS
-    params = {k: (getattr(args, k) if getattr(args, k) is not None else v) for k, v in base.items()}
-    params["seed"] = args.seed
+    parsed = H.sized_command_line(argv, __doc__, DEFAULTS, QUICK, work)
+    if parsed is None:  # a child: work() ran
+        return
+    _, args, params = parsed
     H.parent_main(__file__, args, params, "Turkish UPOS BiLSTM tagger (bench/lstm_tagger.py)",
                   COLUMNS)
 
