@@ -187,37 +187,26 @@ def make_parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
-def add_size_options(parser: argparse.ArgumentParser, defaults: Dict[str, Any],
-                     quick: Dict[str, Any]) -> None:
-    """One option per script size (--max-train for max_train), of the default's type; unset
-    means the default (or --quick's). A max_* size of 0 means the whole split."""
+def sized_command_line(argv: Optional[Sequence[str]], doc: str, defaults: Dict[str, Any],
+                       quick: Dict[str, Any], work: Callable[[str, Dict[str, Any]], Dict[str, Any]]):
+    """A model script's command line: the shared options and one per size in `defaults`
+    (--max-train for max_train, of the default's type; a max_* size of 0 means the whole split).
+    `doc`'s first line describes the script. In a child, runs `work` and returns None; in the
+    parent, returns (parser, args, params): the sizes given, the defaults (or --quick's) for the
+    rest, and --seed."""
+    parser = make_parser(doc.splitlines()[0])
     for key, value in defaults.items():
         extra = "; 0 = whole split" if key.startswith("max_") else ""
         parser.add_argument("--" + key.replace("_", "-"), type=type(value), default=None,
                             help=f"default {value} (--quick: {quick[key]}){extra}")
-
-
-def size_params(args: argparse.Namespace, defaults: Dict[str, Any],
-                quick: Dict[str, Any]) -> Dict[str, Any]:
-    """The sizes given on the command line, the defaults (or --quick's) for the rest, and --seed."""
-    base = quick if args.quick else defaults
-    params = {k: (getattr(args, k) if getattr(args, k) is not None else v) for k, v in base.items()}
-    params["seed"] = args.seed
-    return params
-
-
-def sized_command_line(argv: Optional[Sequence[str]], doc: str, defaults: Dict[str, Any],
-                       quick: Dict[str, Any], work: Callable[[str, Dict[str, Any]], Dict[str, Any]]):
-    """A model script's command line: the shared options and one per size (`doc`'s first line
-    describes the script). In a child, runs `work` and returns None; in the parent, returns
-    (parser, args, params)."""
-    parser = make_parser(doc.splitlines()[0])
-    add_size_options(parser, defaults, quick)
     args = parser.parse_args(argv)
     if args.child:
         child_main(args.child, args.params, work)
         return None
-    return parser, args, size_params(args, defaults, quick)
+    base = quick if args.quick else defaults
+    params = {k: (getattr(args, k) if getattr(args, k) is not None else v) for k, v in base.items()}
+    params["seed"] = args.seed
+    return parser, args, params
 
 
 def _child_env(threads: int) -> Dict[str, str]:

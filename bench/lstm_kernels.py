@@ -35,13 +35,13 @@ COLUMNS = [
 
 
 def batches(p: Dict[str, Any]):
-    """(sizes, N) per batch: how many sentences are still running at each step."""
+    """(sizes, N) per batch, in lstm_tagger.py's shuffled order: how many sentences are still
+    running at each step."""
     trX = H.load_turkish_tagging()[0]
-    order = numpy.random.default_rng(p["seed"]).permutation(len(trX))
     out = []
-    for start in range(0, len(order), p["batch"]):
-        lengths = sorted((len(trX[i]) for i in order[start:start + p["batch"]]), reverse=True)
-        sizes = numpy.array([sum(1 for n in lengths if n > t) for t in range(lengths[0])], dtype="int32")
+    for idx in H.batches(len(trX), p["batch"], numpy.random.default_rng(p["seed"])):
+        lengths = numpy.array([len(trX[i]) for i in idx])
+        sizes = (lengths[:, None] > numpy.arange(lengths.max())).sum(axis=0).astype("int32")
         out.append((sizes, int(sizes.sum())))
         if len(out) == p["batches"]:
             break
