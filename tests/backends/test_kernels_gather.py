@@ -458,6 +458,47 @@ def test_adam_shape_mismatch_raises_like_reference(numpy_ops):
         numpy_ops.adam(W, W.copy(), W.copy(), numpy.zeros(5, "f"), 0.9, 0.999, 1e-8, 0.1)
 
 
+x86_only = pytest.mark.skipif(
+    __import__("platform").machine().lower() not in ("x86_64", "amd64"),
+    reason="the subnormal flush uses the x86 MXCSR",
+)
+
+
+@x86_only
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("threads", THREADS)
+def test_adam_flushes_subnormal_moments_and_changes_nothing_else(dtype, threads):
+    # A weight whose gradient stays zero: its first moment decays by beta1 every step and turns
+    # subnormal. The kernel flushes it to zero (x86 would take a microcode assist per operation
+    # on it); every other value keeps the reference's bits, and the weights are unchanged.
+    tiny = numpy.finfo(dtype).tiny
+    n = BIG_ADAM  # the parallel path too
+    rng = numpy.random.default_rng(11)
+    W, G, M1, M2 = adam_arrays(rng, n, dtype)
+    sub = numpy.arange(n) % 3 == 0
+    G[sub] = 0
+    M1[sub] = numpy.asarray(tiny * 1.05, dtype)  # times beta1 = 0.9: subnormal after the step
+    M2[sub] = numpy.asarray(tiny * 0.25, dtype)  # already subnormal on entry
+    expected = [X.copy() for X in (W, G, M1, M2)]
+    Ops().adam(*expected, 0.9, 0.999, 1e-8, 0.01)
+    assert (expected[2][sub] != 0).all() and (numpy.abs(expected[2][sub]) < tiny).all()
+    with omp_threads(threads):
+        ours = [X.copy() for X in (W, G, M1, M2)]
+        NumpyOps().adam(*ours, 0.9, 0.999, 1e-8, 0.01)
+    assert not ours[2][sub].any() and not ours[3][sub].any(), "subnormal moments kept"
+    assert_same_bits(ours[0], expected[0])
+    for ours_X, want in zip(ours[2:], expected[2:]):
+        assert_same_bits(ours_X[~sub], want[~sub])
+    # The caller's floating-point state is restored: numpy makes subnormals again.
+    assert numpy.asarray(tiny, dtype) * numpy.asarray(0.5, dtype) != 0
+    with omp_threads(threads):
+        ours = [X.copy() for X in (W, G, M1, M2)]
+        NumpyOps().adam_step(*ours, beta1=0.9, beta2=0.999, eps=1e-8, learn_rate=0.01)
+    assert not ours[2][sub].any()
+    assert_same_bits(ours[0], expected[0])
+    assert numpy.asarray(tiny, dtype) * numpy.asarray(0.5, dtype) != 0
+
+
 # ---------------------------------------------------------------------------- adam_step
 
 

@@ -7,7 +7,9 @@ Ops reference. Every value is computed with the reference's numpy operations, in
 at the arrays' precision, with each Python-float hyper-parameter rounded to that precision
 once, as numpy does with a Python scalar; the results are therefore the reference's, bit for
 bit, except for the clipping norm, which is summed here in float64 (numpy sums float32
-squares in float32).
+squares in float32), and except that the step flushes subnormal values to zero (see
+plait_adam_f32: on x86 each operation on one costs ~20 times a normal one, and Adam's first
+moment of a weight whose gradient stays zero becomes subnormal after ~800 steps).
 
 The global norm is a sum over fixed blocks whose partial sums are added in block order, so
 that, like the elementwise pass, it does not depend on the thread count.
@@ -182,22 +184,48 @@ cdef extern from *:
     #define PLAIT_AVX_DISPATCH 0
     #endif
 
+    /* Subnormal values (below 1.2e-38 in float32, 2.2e-308 in float64) are flushed to zero
+       while a step runs: the MXCSR's flush-to-zero and denormals-are-zero bits are set on
+       entry and the caller's MXCSR is restored on exit (per thread: each OpenMP block sets its
+       own). Adam makes such values itself: a weight whose gradient stays zero (an MNIST border
+       pixel's, a dead unit's) has its first moment multiplied by beta1 every step, and after
+       ~800 steps it is subnormal; x86 cores take a microcode assist for every operation on one
+       (15 ns a value against 0.8 on an Emerald Rapids Xeon, 2026-11-27), which made Adam half
+       of an MLP's time at batch 16 (bench/README.md, "Subnormal moments"). The flush changes
+       no bit of a result that is not subnormal itself or computed from one; the weight step
+       from a flushed moment is below 1e-29 of the weight's scale for any eps >= 1e-8. */
+    #if PLAIT_SSE2
+    #include <xmmintrin.h>
+    #define PLAIT_FLUSH_BITS 0x8040u  /* MXCSR: flush-to-zero (bit 15), denormals-are-zero (bit 6) */
+    #define PLAIT_FLUSH_BEGIN const unsigned int plait_csr_ = _mm_getcsr(); _mm_setcsr(plait_csr_ | PLAIT_FLUSH_BITS);
+    #define PLAIT_FLUSH_END _mm_setcsr(plait_csr_);
+    #else
+    #define PLAIT_FLUSH_BEGIN
+    #define PLAIT_FLUSH_END
+    #endif
+
     static void plait_adam_f32(float *W, float *G, float *M1, float *M2, float *A,
                                const plait_adam_args *args, Py_ssize_t i0, Py_ssize_t i1) {
+        PLAIT_FLUSH_BEGIN
     #if PLAIT_AVX_DISPATCH
-        if (plait_use_avx512()) { plait_adam_f32_avx512(W, G, M1, M2, A, args, i0, i1); return; }
-        if (plait_use_avx()) { plait_adam_f32_avx(W, G, M1, M2, A, args, i0, i1); return; }
+        if (plait_use_avx512()) plait_adam_f32_avx512(W, G, M1, M2, A, args, i0, i1);
+        else if (plait_use_avx()) plait_adam_f32_avx(W, G, M1, M2, A, args, i0, i1);
+        else
     #endif
         plait_adam_f32_sse2(W, G, M1, M2, A, args, i0, i1);
+        PLAIT_FLUSH_END
     }
 
     static void plait_adam_f64(double *W, double *G, double *M1, double *M2, double *A,
                                const plait_adam_args *args, Py_ssize_t i0, Py_ssize_t i1) {
+        PLAIT_FLUSH_BEGIN
     #if PLAIT_AVX_DISPATCH
-        if (plait_use_avx512()) { plait_adam_f64_avx512(W, G, M1, M2, A, args, i0, i1); return; }
-        if (plait_use_avx()) { plait_adam_f64_avx(W, G, M1, M2, A, args, i0, i1); return; }
+        if (plait_use_avx512()) plait_adam_f64_avx512(W, G, M1, M2, A, args, i0, i1);
+        else if (plait_use_avx()) plait_adam_f64_avx(W, G, M1, M2, A, args, i0, i1);
+        else
     #endif
         plait_adam_f64_sse2(W, G, M1, M2, A, args, i0, i1);
+        PLAIT_FLUSH_END
     }
 
     /* Sum of squares of (G + L2 * W) over i0..i1-1 in float64: element i0 + 8k + j goes to
