@@ -26,14 +26,16 @@ multiply-adds; not x @ y.T with an output of at most 16 x 64) to plait's own AVX
 10-20% faster than the private OpenBLAS on an MLP's forward and input-gradient products, 2-6% on
 its weight gradients; on Emerald Rapids 1.09x numpy's OpenBLAS at the median of the shapes the
 rule takes (bench/README.md, "plait's own products"). Bigger products stay with the BLAS,
-whose packed blocks and threads win there. They need the AVX-512 build of the kernels
-(`PLAIT_ISA=avx2` turns them off with the rest of AVX-512).
+whose packed blocks and threads win there. `auto` takes them only with their AVX-512 build: the
+AVX2 build (processors without AVX-512, or `PLAIT_ISA=avx2`) matched or beat OpenBLAS's AVX2
+kernels on the MLP's products alone but not inside its training loop (bench/README.md, "plait's
+own products with AVX2"), so there `auto` leaves every product to the BLAS.
 
 `PLAIT_BLAS` chooses: `auto` (default: as above), `numpy` (never load a second
 BLAS, no own kernels), `openblas` (use the private OpenBLAS on any processor, float32 and float64,
 with OpenBLAS's own kernel choice unless `OPENBLAS_CORETYPE` names one; no own kernels), `plait`
 (as `auto`, and plait's own kernels for every float32 product they can take, on any processor
-with AVX-512). An `OPENBLAS_CORETYPE` the user set is never overridden (it does not concern
+with AVX-512 or AVX2 and FMA). An `OPENBLAS_CORETYPE` the user set is never overridden (it does not concern
 plait's own kernels). Thread limits reach the private copy like any other BLAS (threadpoolctl
 finds it; `OPENBLAS_NUM_THREADS` is read when it loads); plait's own kernels run on the calling
 thread, like every product of that size (_threads.SERIAL_WORK).
@@ -234,14 +236,14 @@ def configure(mode: Optional[str] = None) -> Dict[str, Any]:
 
 def _set_own_kernels(chosen: str) -> None:
     """Switch plait's own float32 kernels for `chosen`: under `auto` on the processors of
-    OWN_KERNEL_CPUS, for the shapes where they were measured to win; everywhere they can run under
-    `plait`; off otherwise."""
+    OWN_KERNEL_CPUS with their AVX-512 build, for the shapes where they were measured to win;
+    everywhere they can run under `plait`; off otherwise."""
     global own_kernels
     from ._kernels_cpu import dense_gemm
 
     if chosen == "plait":
         mode = 2
-    elif chosen == "auto" and own_kernels_cpu() is not None:
+    elif chosen == "auto" and own_kernels_cpu() is not None and dense_gemm.level() == 4:
         mode = 1
     else:
         mode = 0

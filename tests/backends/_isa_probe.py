@@ -54,7 +54,7 @@ def outputs():
         out[f"lstm/{dtype}"] = Yl
         dX, dparams = ops.backprop_lstm(f(*Yl.shape), sizes, params, state)
         out[f"backprop_lstm.dX/{dtype}"], out[f"backprop_lstm.dparams/{dtype}"] = dX, dparams
-        # Matrix products: plait's own AVX-512 kernels where they run (float32), else the BLAS.
+        # Matrix products: plait's own kernels where `auto` takes them (float32), else the BLAS.
         A, B = f(97, 64), f(48, 64)
         out[f"gemm.nt/{dtype}"] = ops.gemm(A, B, trans2=True)
         out[f"gemm.nn/{dtype}"] = ops.gemm(A, numpy.ascontiguousarray(B.T))
@@ -63,6 +63,17 @@ def outputs():
         out[f"conv_nd/{dtype}"] = ops.conv_nd(Xc, Wc, f(8), pad=1)
         Yp, wp = ops.max_pool_nd(Xc, 3, 2)
         out[f"max_pool_nd/{dtype}"], out[f"max_pool_nd.which/{dtype}"] = Yp, wp
+    # plait's own float32 products called directly (`auto` takes only their AVX-512 build), on
+    # shapes past the AVX2 tile's blocks; the BLAS's product where a build has no such kernels.
+    from plait.backends._kernels_cpu import dense_gemm
+
+    dense_gemm.set_mode(2)
+    for name, x, y, t1, t2 in (("nt", (130, 300), (72, 300), False, True), ("tn", (300, 130), (300, 72), True, False),
+                               ("nn", (7, 600), (600, 17), False, False)):
+        X32, Y32 = rng.standard_normal(x).astype("float32"), rng.standard_normal(y).astype("float32")
+        got = dense_gemm.gemm(X32, Y32, None, t1, t2, False)
+        out[f"dense_gemm.{name}"] = got if got is not None else (X32.T if t1 else X32) @ (Y32.T if t2 else Y32)
+    dense_gemm.set_mode(0)
     out["hash"] = ops.hash(numpy.arange(0, 10_000, 7, dtype="uint64"), 17)
     # Dropout masks: even and odd sizes (the vector loops' tails), rates near both ends. The
     # key comes from numpy's global generator.

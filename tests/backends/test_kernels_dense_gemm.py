@@ -12,7 +12,7 @@ import pytest
 from plait.backends import NumpyOps, _blas
 from plait.backends._kernels_cpu import dense_gemm
 
-needs_kernels = pytest.mark.skipif(not dense_gemm.available(), reason="no AVX-512 build or CPU here")
+needs_kernels = pytest.mark.skipif(not dense_gemm.available(), reason="no AVX2/AVX-512 build or CPU here")
 
 
 @pytest.fixture
@@ -45,11 +45,13 @@ def _assert_close(got, expected, K):
     assert numpy.abs(got - expected).max() <= 8 * numpy.finfo("float32").eps * numpy.sqrt(K) * scale
 
 
-# Edges of the tile (8 rows, 16-lane vectors, 48-column panels), of the K blocks (512) and of
-# the row blocks (128), and the shapes of an MLP's products.
+# Edges of the AVX-512 tile (8 rows, 16-lane vectors, 48-column panels), of its K blocks (512)
+# and row blocks (128); of the AVX2 tile (6 rows, 8-lane vectors, 16-column panels), its K
+# blocks (256) and row blocks (120, with a transposed A copied when N >= 64); and the shapes of
+# an MLP's products.
 SHAPES = [(1, 1, 1), (3, 5, 7), (8, 16, 48), (9, 17, 49), (15, 31, 33), (17, 513, 95),
           (130, 100, 20), (77, 300, 101), (128, 784, 512), (10, 128, 512), (128, 512, 10),
-          (300, 1030, 64)]
+          (300, 1030, 64), (6, 8, 16), (7, 257, 17), (121, 256, 63), (125, 600, 72)]
 
 
 @needs_kernels
@@ -200,8 +202,23 @@ def test_switched_off_under_the_pure_blas_modes(mode):
     assert _blas.own_kernels == dense_gemm.available()
 
 
+def test_auto_takes_only_the_avx512_build_even_on_a_measured_processor(mode, monkeypatch):
+    # The AVX2 build won alone but not inside a training loop (bench/README.md): under `auto`
+    # it stays off; `plait` still takes it.
+    monkeypatch.setattr(_blas, "own_kernels_cpu", lambda cpuinfo=None: "Emerald Rapids")
+    monkeypatch.setattr(dense_gemm, "available", lambda: True)
+    monkeypatch.setattr(dense_gemm, "level", lambda: 3)
+    _blas.configure("auto")
+    assert not _blas.own_kernels and dense_gemm.get_mode() == 0
+    _blas.configure("plait")
+    assert _blas.own_kernels and dense_gemm.get_mode() == 2
+    monkeypatch.setattr(dense_gemm, "level", lambda: 4)
+    _blas.configure("auto")
+    assert _blas.own_kernels and dense_gemm.get_mode() == 1 and _blas.info()["own_kernels"] == "dense-layer shapes"
+
+
 @pytest.mark.skipif(dense_gemm.available(), reason="the kernels run here")
-def test_without_avx512_every_product_is_declined(mode):
+def test_without_avx2_every_product_is_declined(mode):
     mode(2)
     x = numpy.ones((64, 64), "float32")
     assert dense_gemm.gemm(x, x, None, False, False, False) is None

@@ -5,8 +5,9 @@
 None), or adds it to `out` with `accumulate`. It takes 2-d float32 arrays whose rows or columns
 are contiguous (a transposed view counts as a transpose flag); it declines (returns None) where
 it does not apply: another dtype or layout, an `out` that is not C-contiguous and writable or
-that overlaps an input, a zero dimension, a build or processor without AVX-512 (the kernels
-exist only there; `available()`), or no memory for the scratch copy; and, in the default mode,
+that overlaps an input, a zero dimension, a build or processor without AVX2 and FMA (the kernels
+exist for AVX-512 and for AVX2; `available()`, `level()`), or no memory for the scratch copy;
+and, in the default mode,
 a product outside the shapes where the kernels were measured to beat the BLAS (`wanted`).
 plait/backends/_blas.py sets the mode.
 """
@@ -29,6 +30,7 @@ cdef extern from *:
 
 cdef extern from "plait_dense_gemm.h" nogil:
     int pdg_available()
+    int pdg_level()
     int pdg_gemm(int64_t M, int64_t N, int64_t K, const float* x, Py_ssize_t ldx, int tx,
                  const float* y, Py_ssize_t ldy, int ty, float* out, int beta)
 
@@ -50,8 +52,14 @@ cdef Py_ssize_t _table_products = 0  # products the cblas() table's sgemm handed
 
 
 def available() -> bool:
-    """Whether this build and processor run the kernels (AVX-512F, AVX-512VL and FMA)."""
+    """Whether this build and processor run the kernels (AVX-512F, AVX-512VL and FMA, or AVX2
+    and FMA)."""
     return bool(pdg_available())
+
+
+def level() -> int:
+    """Which kernels run here: 4 (AVX-512), 3 (AVX2; also under PLAIT_ISA=avx2) or 0 (none)."""
+    return pdg_level()
 
 
 def set_mode(int mode) -> None:

@@ -1,4 +1,4 @@
-/* float32 matrix products for the shapes of dense layers, on AVX-512 (see dense_gemm.pyx).
+/* float32 matrix products for the shapes of dense layers, on AVX-512 or AVX2 (see dense_gemm.pyx).
 
    C (M x N, row-major) = op(A) @ op(B) (+ C). A BLAS packs both operands into its own buffers
    before it multiplies; at the sizes of a dense layer's batch (M of a few hundred) that copy of
@@ -16,6 +16,10 @@
      and takes the cheaper.
    * Blocks: MC = 128 rows of A (MC x KC values stay in L2 across the B panels), KC = 512 steps
      along K, NR = 48 columns of B (a panel of KC x 48 values is reused by every row tile).
+
+   * AVX2 (+FMA; where AVX-512 is absent or PLAIT_ISA=avx2): the same design on 16 registers
+     of 8 lanes: a tile of 6 rows x 16 columns (12 registers), KC = 256, MC = 120; its
+     transposed store goes through a copy of the tile on the stack.
 
    Each element of C is a sum over K in order, with one rounding per fused multiply-add, added
    to C (or to the previous K block) once per KC block: results differ from a BLAS's in the last
@@ -44,6 +48,7 @@
 #include <immintrin.h>
 #define PDG_HAVE_X86 1
 #define PDG_TARGET __attribute__((target("avx512f,avx512vl,fma")))
+#define PDG_TARGET2 __attribute__((target("avx2,fma")))
 #define PDG_INLINE inline __attribute__((always_inline))
 #else
 #define PDG_HAVE_X86 0
@@ -53,15 +58,25 @@
 #define PDG_NR 48
 #define PDG_KC 512
 #define PDG_MC 128
+#define PDG2_MR 6
+#define PDG2_NR 16
+#define PDG2_KC 256
+#define PDG2_MC 120
 
-/* Whether this build may run the kernels and the CPU has what they need (once per process). */
-static int pdg_available(void) {
+/* Which kernels this build may run on this CPU (once per process): 4 (AVX-512F, AVX-512VL and
+   FMA), 3 (AVX2 and FMA) or 0 (none). */
+static int pdg_level(void) {
 #if PDG_HAVE_X86
     static int known = -1;
     if (known < 0) {
         __builtin_cpu_init();
-        known = (PLAIT_ISA_ALLOWS(4) && __builtin_cpu_supports("avx512f")
-                 && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma")) ? 1 : 0;
+        if (PLAIT_ISA_ALLOWS(4) && __builtin_cpu_supports("avx512f")
+                && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma"))
+            known = 4;
+        else if (PLAIT_ISA_ALLOWS(3) && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+            known = 3;
+        else
+            known = 0;
     }
     return known;
 #else
@@ -69,10 +84,12 @@ static int pdg_available(void) {
 #endif
 }
 
+static int pdg_available(void) { return pdg_level() > 0; }
+
 #if PDG_HAVE_X86
 
 /* Rows 0..7 of eight 8-lane vectors, transposed in place: r[i] lane j <- r[j] lane i. */
-PDG_TARGET static PDG_INLINE void pdg_tr8(__m256 r[8]) {
+PDG_TARGET2 static PDG_INLINE void pdg_tr8(__m256 r[8]) {
     __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
     __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
     __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
@@ -226,9 +243,135 @@ PDG_TARGET static void pdg_run(int64_t M, int64_t N, int64_t K, const float* A, 
     }
 }
 
+/* The AVX2 tile: C[6 x 8*NV] (+)= A[6 rows, kc] @ B[kc x 8*NV], as PDG_KERNEL; MASKED: the last
+   vector has nr - 8 * (NV - 1) < 8 valid lanes (loaded and stored with a lane mask). */
+#define PDG2_KERNEL(NV, TSTORE, MASKED)                                                          \
+PDG_TARGET2 static void pdg2_kern_##NV##_##TSTORE##_##MASKED(int kc, const float* const* a,     \
+        ptrdiff_t sak, const float* b, ptrdiff_t ldb, float* c, ptrdiff_t ldc, int mr, int nr,   \
+        int acc) {                                                                               \
+    enum { nv_ = NV };                                                                           \
+    const int last = nr - (NV - 1) * 8;                                                          \
+    const __m256i lm = _mm256_cmpgt_epi32(_mm256_set1_epi32(last),                               \
+                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));            \
+    __m256 c0_0, c0_1, c0_2, c0_3, c0_4, c0_5, c1_0, c1_1, c1_2, c1_3, c1_4, c1_5;             \
+    c0_0 = c0_1 = c0_2 = c0_3 = c0_4 = c0_5 = _mm256_setzero_ps();                              \
+    c1_0 = c1_1 = c1_2 = c1_3 = c1_4 = c1_5 = c0_0;                                             \
+    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];         \
+    for (int k = 0; k < kc; k++) {                                                               \
+        const ptrdiff_t o = k * sak;                                                             \
+        const __m256 b0 = (NV == 1 && MASKED) ? _mm256_maskload_ps(b, lm) : _mm256_loadu_ps(b);  \
+        const __m256 b1 = NV == 1 ? b0 : (MASKED ? _mm256_maskload_ps(b + 8, lm)                 \
+                                                 : _mm256_loadu_ps(b + 8));                      \
+        __m256 x;                                                                                \
+        PDG2_ROW(0, a0) PDG2_ROW(1, a1) PDG2_ROW(2, a2)                                          \
+        PDG2_ROW(3, a3) PDG2_ROW(4, a4) PDG2_ROW(5, a5)                                          \
+        b += ldb;                                                                                \
+    }                                                                                            \
+    const __m256 t0[6] = {c0_0, c0_1, c0_2, c0_3, c0_4, c0_5};                                  \
+    const __m256 t1[6] = {c1_0, c1_1, c1_2, c1_3, c1_4, c1_5};                                  \
+    if (TSTORE) { /* row r of the tile to column r of C: through a copy on the stack */          \
+        float t[6][16];                                                                          \
+        for (int r = 0; r < 6; r++) {                                                            \
+            _mm256_storeu_ps(t[r], t0[r]);                                                       \
+            _mm256_storeu_ps(t[r] + 8, t1[r]);                                                   \
+        }                                                                                        \
+        for (int q = 0; q < nr; q++) {                                                           \
+            float* cq = c + q * ldc;                                                             \
+            for (int r = 0; r < mr; r++) cq[r] = acc ? cq[r] + t[r][q] : t[r][q];                \
+        }                                                                                        \
+        return;                                                                                  \
+    }                                                                                            \
+    for (int r = 0; r < mr; r++) {                                                               \
+        float* cr = c + r * ldc;                                                                 \
+        PDG2_STORE(t0[r], cr, NV == 1 && MASKED)                                                 \
+        if (NV > 1) PDG2_STORE(t1[r], cr + 8, MASKED)                                            \
+    }                                                                                            \
+}
+
+#define PDG2_ROW(R, AR)                                                                          \
+    x = _mm256_broadcast_ss(AR + o);                                                             \
+    c0_##R = _mm256_fmadd_ps(x, b0, c0_##R);                                                     \
+    if (nv_ > 1) c1_##R = _mm256_fmadd_ps(x, b1, c1_##R);
+
+#define PDG2_STORE(V, P, M)                                                                      \
+    {                                                                                            \
+        __m256 s_ = (V);                                                                         \
+        if (M) {                                                                                 \
+            if (acc) s_ = _mm256_add_ps(s_, _mm256_maskload_ps((P), lm));                        \
+            _mm256_maskstore_ps((P), lm, s_);                                                    \
+        } else {                                                                                 \
+            if (acc) s_ = _mm256_add_ps(s_, _mm256_loadu_ps((P)));                               \
+            _mm256_storeu_ps((P), s_);                                                           \
+        }                                                                                        \
+    }
+
+PDG2_KERNEL(1, 0, 0)
+PDG2_KERNEL(1, 0, 1)
+PDG2_KERNEL(2, 0, 0)
+PDG2_KERNEL(2, 0, 1)
+PDG2_KERNEL(1, 1, 0)
+PDG2_KERNEL(1, 1, 1)
+PDG2_KERNEL(2, 1, 0)
+PDG2_KERNEL(2, 1, 1)
+
+/* Floats of scratch pdg2_run copies a transposed A into: a block of MC rows x KC steps. */
+#define PDG2_PACK ((size_t)PDG2_MC * PDG2_KC)
+
+/* pdg_run for the AVX2 tile (the same arguments), except that a transposed A (sai == 1: the
+   weight gradient's dY.T) is first copied block by block into `pack`, tile by tile with the
+   tile's 6 values of one k side by side, when N spans at least 4 panels to reuse it: read in
+   place, its rows for consecutive k lie a row of the matrix apart, at a multiple of 1 KB for the
+   usual widths, and share a few sets of L1. On Emerald Rapids with AVX2 (2026-11-27, the MLP's
+   weight gradients at batch 256): 55-62 GFLOP/s in place, 71-77 copied. Copying B into panels
+   as well, or a plain A, lost there (forward products 75-77 -> 55-67). A copy changes no sum:
+   each is over k in order, one KC block at a time. */
+PDG_TARGET2 static void pdg2_run(int64_t M, int64_t N, int64_t K, const float* A, ptrdiff_t sai,
+                                 ptrdiff_t sak, const float* B, ptrdiff_t ldb, float* C,
+                                 ptrdiff_t ldc, int beta, int tstore, float* pack) {
+    typedef void (*kern_t)(int, const float* const*, ptrdiff_t, const float*, ptrdiff_t, float*,
+                           ptrdiff_t, int, int, int);
+    static const kern_t kerns[2][2][2] = {  /* [tstore][nv - 1][masked] */
+        {{pdg2_kern_1_0_0, pdg2_kern_1_0_1}, {pdg2_kern_2_0_0, pdg2_kern_2_0_1}},
+        {{pdg2_kern_1_1_0, pdg2_kern_1_1_1}, {pdg2_kern_2_1_0, pdg2_kern_2_1_1}}};
+    float* const Ap = pack;
+    const int pack_a = sai == 1 && N >= 4 * PDG2_NR && pack != NULL;
+    for (int64_t m0 = 0; m0 < M; m0 += PDG2_MC) {
+        const int64_t m1 = M - m0 < PDG2_MC ? M : m0 + PDG2_MC;
+        for (int64_t k0 = 0; k0 < K; k0 += PDG2_KC) {
+            const int kc = (int)(K - k0 < PDG2_KC ? K - k0 : PDG2_KC);
+            const int acc = beta || k0 > 0;
+            if (pack_a)  /* A[i, k] at A + i + k * sak: each k's 6 values are adjacent */
+                for (int64_t i0 = m0; i0 < m1; i0 += PDG2_MR) {
+                    const int mr = (int)(M - i0 < PDG2_MR ? M - i0 : PDG2_MR);
+                    float* dst = Ap + (i0 - m0) * kc;
+                    const float* src = A + i0 + k0 * sak;
+                    for (int k = 0; k < kc; k++)
+                        for (int r = 0; r < PDG2_MR; r++)
+                            dst[k * PDG2_MR + r] = src[k * sak + (r < mr ? r : mr - 1)];
+                }
+            for (int64_t j0 = 0; j0 < N; j0 += PDG2_NR) {
+                const int nr = (int)(N - j0 < PDG2_NR ? N - j0 : PDG2_NR);
+                const kern_t kern = kerns[tstore ? 1 : 0][nr > 8 ? 1 : 0][nr % 8 != 0 ? 1 : 0];
+                const float* bp = B + k0 * ldb + j0;
+                for (int64_t i0 = m0; i0 < m1; i0 += PDG2_MR) {
+                    const int mr = (int)(M - i0 < PDG2_MR ? M - i0 : PDG2_MR);
+                    const float* ap[PDG2_MR];
+                    ptrdiff_t astep = sak;
+                    for (int r = 0; r < PDG2_MR; r++)
+                        ap[r] = pack_a ? Ap + (i0 - m0) * kc + r
+                                       : A + (i0 + (r < mr ? r : mr - 1)) * sai + k0 * sak;
+                    if (pack_a) astep = PDG2_MR;
+                    float* cp = tstore ? C + j0 * ldc + i0 : C + i0 * ldc + j0;
+                    kern(kc, ap, astep, bp, ldb, cp, ldc, mr, nr, acc);
+                }
+            }
+        }
+    }
+}
+
 /* d (cols x rows, rows ldd apart) = s (rows x cols, rows lds apart) transposed: 8 x 8 blocks,
    16 source rows at a time so that each 64-byte line of d is written whole. */
-PDG_TARGET static void pdg_transpose(const float* s, int64_t rows, int64_t cols, ptrdiff_t lds,
+PDG_TARGET2 static void pdg_transpose(const float* s, int64_t rows, int64_t cols, ptrdiff_t lds,
                                      float* d, ptrdiff_t ldd) {
     const int64_t r8 = rows & ~(int64_t)7, c8 = cols & ~(int64_t)7;
     int64_t i = 0;
@@ -297,6 +440,17 @@ static double pdg_cycles(int64_t v, int64_t r, int64_t K, int tstore) {
     return (double)K * rows * panel_steps + (tstore ? 0.4 : 0.1) * (double)v * (double)r * blocks;
 }
 
+/* pdg_cycles for the AVX2 tile: 6 rows x 2 vectors of 8 a step (one vector: broadcast-bound);
+   its transposed store is scalar, about twice the AVX-512 one's cost a value. */
+static double pdg2_cycles(int64_t v, int64_t r, int64_t K, int tstore) {
+    static const double per_vector[3] = {0.0, 0.7, 0.5};
+    const int64_t full = v / PDG2_NR, rest = (v % PDG2_NR + 7) / 8;
+    const double panel_steps = (double)full * 2.0 * per_vector[2] + (rest ? (double)rest * per_vector[rest] : 0.0);
+    const double rows = (double)((r + PDG2_MR - 1) / PDG2_MR * PDG2_MR);
+    const double blocks = (double)((K + PDG2_KC - 1) / PDG2_KC);
+    return (double)K * rows * panel_steps + (tstore ? 0.8 : 0.1) * (double)v * (double)r * blocks;
+}
+
 /* out (M x N, C-contiguous) = op(x) @ op(y) (+ out where beta). x and y are row-major with rows
    ldx and ldy apart: op(x) = x (M x K) or, with tx, x.T (x is K x M); op(y) = y (K x N) or, with
    ty, y.T (y is N x K).
@@ -311,34 +465,42 @@ static double pdg_cycles(int64_t v, int64_t r, int64_t K, int tstore) {
 static int pdg_gemm(int64_t M, int64_t N, int64_t K, const float* x, ptrdiff_t ldx, int tx,
                     const float* y, ptrdiff_t ldy, int ty, float* out, int beta) {
 #if PDG_HAVE_X86
-    if (!pdg_available() || M <= 0 || N <= 0 || K <= 0) return 0;
-    const double t_n = pdg_cycles(N, M, K, 0) + (ty ? 2.0 * (double)N * (double)K : 0.0);
-    const double t_m = pdg_cycles(M, N, K, 1) + (tx ? 0.0 : 2.0 * (double)M * (double)K);
+    const int level = pdg_level();
+    if (level == 0 || M <= 0 || N <= 0 || K <= 0) return 0;
+    double (*cycles)(int64_t, int64_t, int64_t, int) = level == 4 ? pdg_cycles : pdg2_cycles;
+    /* The AVX2 path packs its operands into scratch after the transposed copy (if any). */
+    const size_t packed = level == 4 ? 0 : PDG2_PACK;
+    const double t_n = cycles(N, M, K, 0) + (ty ? 2.0 * (double)N * (double)K : 0.0);
+    const double t_m = cycles(M, N, K, 1) + (tx ? 0.0 : 2.0 * (double)M * (double)K);
     if (t_n <= t_m) {
         /* Vectors along N: A = op(x), B = op(y) (K x N). */
         const float* b = y;
         ptrdiff_t ldb = ldy;
+        const size_t copied = ty ? (size_t)K * (size_t)N : 0;
+        float* t = copied + packed ? pdg_scratch(copied + packed) : NULL;
+        if (copied + packed && t == NULL) return 0;
         if (ty) {
-            float* t = pdg_scratch((size_t)K * (size_t)N);
-            if (t == NULL) return 0;
             pdg_transpose(y, N, K, ldy, t, N);
             b = t;
             ldb = N;
         }
-        pdg_run(M, N, K, x, tx ? 1 : ldx, tx ? ldx : 1, b, ldb, out, N, beta, 0);
+        if (level == 4) pdg_run(M, N, K, x, tx ? 1 : ldx, tx ? ldx : 1, b, ldb, out, N, beta, 0);
+        else pdg2_run(M, N, K, x, tx ? 1 : ldx, tx ? ldx : 1, b, ldb, out, N, beta, 0, t + copied);
         return 1;
     }
     /* Vectors along M: A = op(y).T (N x K), B = op(x).T (K x M), C written transposed. */
     const float* b = x;
     ptrdiff_t ldb = ldx;
+    const size_t copied = tx ? 0 : (size_t)K * (size_t)M;
+    float* t = copied + packed ? pdg_scratch(copied + packed) : NULL;
+    if (copied + packed && t == NULL) return 0;
     if (!tx) {
-        float* t = pdg_scratch((size_t)K * (size_t)M);
-        if (t == NULL) return 0;
         pdg_transpose(x, M, K, ldx, t, M);
         b = t;
         ldb = M;
     }
-    pdg_run(N, M, K, y, ty ? ldy : 1, ty ? 1 : ldy, b, ldb, out, N, beta, 1);
+    if (level == 4) pdg_run(N, M, K, y, ty ? ldy : 1, ty ? 1 : ldy, b, ldb, out, N, beta, 1);
+    else pdg2_run(N, M, K, y, ty ? ldy : 1, ty ? 1 : ldy, b, ldb, out, N, beta, 1, t + copied);
     return 1;
 #else
     (void)M; (void)N; (void)K; (void)x; (void)ldx; (void)tx; (void)y; (void)ldy; (void)ty;
