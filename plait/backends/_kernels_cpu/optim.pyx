@@ -192,8 +192,8 @@ cdef extern from *:
        ~800 steps it is subnormal; x86 cores take a microcode assist for every operation on one
        (15 ns a value against 0.8 on an Emerald Rapids Xeon, 2026-11-27), which made Adam half
        of an MLP's time at batch 16 (bench/README.md, "Subnormal moments"). The flush changes
-       no bit of a result that is not subnormal itself or computed from one; the weight step
-       from a flushed moment is below 1e-29 of the weight's scale for any eps >= 1e-8. */
+       no bit of a result that is not subnormal itself or computed from one; a flushed first
+       moment's weight step would have been below 1.2e-30 (learn rate <= 1, eps >= 1e-8). */
     #if PLAIT_SSE2
     #include <xmmintrin.h>
     #define PLAIT_FLUSH_BITS 0x8040u  /* MXCSR: flush-to-zero (bit 15), denormals-are-zero (bit 6) */
