@@ -28,17 +28,18 @@ its weight gradients; on Emerald Rapids 1.09x numpy's OpenBLAS at the median of 
 rule takes (bench/README.md, "plait's own products"). Bigger products stay with the BLAS,
 whose packed blocks and threads win there. `auto` takes them only with their AVX-512 build: the
 AVX2 build (processors without AVX-512, or `PLAIT_ISA=avx2`) matched or beat OpenBLAS's AVX2
-kernels on the MLP's products alone but not inside its training loop (bench/README.md, "plait's
-own products with AVX2"), so there `auto` leaves every product to the BLAS.
+kernels on the MLP's products alone but not inside its training loop (bench/README.md,
+"Subnormal moments, and an AVX2 build of plait's own products"), so there `auto` leaves every
+product to the BLAS.
 
 `PLAIT_BLAS` chooses: `auto` (default: as above), `numpy` (never load a second
 BLAS, no own kernels), `openblas` (use the private OpenBLAS on any processor, float32 and float64,
 with OpenBLAS's own kernel choice unless `OPENBLAS_CORETYPE` names one; no own kernels), `plait`
 (as `auto`, and plait's own kernels for every float32 product they can take, on any processor
-with AVX-512 or AVX2 and FMA). An `OPENBLAS_CORETYPE` the user set is never overridden (it does not concern
-plait's own kernels). Thread limits reach the private copy like any other BLAS (threadpoolctl
-finds it; `OPENBLAS_NUM_THREADS` is read when it loads); plait's own kernels run on the calling
-thread, like every product of that size (_threads.SERIAL_WORK).
+with AVX-512 or AVX2 and FMA). An `OPENBLAS_CORETYPE` the user set is never overridden (it does
+not concern plait's own kernels). Thread limits reach the private copy like any other BLAS
+(threadpoolctl finds it; `OPENBLAS_NUM_THREADS` is read when it loads); plait's own kernels run
+on the calling thread, like every product of that size (_threads.SERIAL_WORK).
 """
 from __future__ import annotations
 
