@@ -8,6 +8,7 @@ law but not its stream, so they are checked for values, rates, seeding and threa
 """
 import contextlib
 import math
+import platform
 
 import numpy
 import pytest
@@ -459,7 +460,7 @@ def test_adam_shape_mismatch_raises_like_reference(numpy_ops):
 
 
 x86_only = pytest.mark.skipif(
-    __import__("platform").machine().lower() not in ("x86_64", "amd64"),
+    platform.machine().lower() not in ("x86_64", "amd64"),
     reason="the subnormal flush uses the x86 MXCSR",
 )
 
