@@ -556,6 +556,26 @@ def test_list2padded_and_padded2list():
         backprop([s[:1] for s in seqs])
 
 
+def test_list2padded_pads_with_zeros_keeps_dtype_and_refuses_mixed_sequences():
+    # Written time-major in one pass: every cell past a sequence's end must still be zero.
+    for dtype in ("float32", "float64", "int32"):
+        seqs = [(numpy.arange(n * 3).reshape(n, 3) + 1).astype(dtype) for n in (3, 0, 5, 3)]
+        Xp = OPS.list2padded(seqs)
+        assert Xp.data.dtype == numpy.dtype(dtype) and Xp.data.flags.c_contiguous
+        assert Xp.data.shape == (5, 4, 3)
+        assert list(Xp.indices) == [2, 3, 0, 1] and list(Xp.lengths) == [5, 3, 3, 0]
+        assert list(Xp.size_at_t) == [3, 3, 3, 1, 1]
+        for col, i in enumerate(Xp.indices):
+            n = len(seqs[i])
+            assert (Xp.data[:n, col] == seqs[i]).all() and (Xp.data[n:, col] == 0).all()
+    with pytest.raises(ValueError, match=r"list2padded.*same dtype.*float32.*float64"):
+        OPS.list2padded([numpy.zeros((2, 3), "float32"), numpy.zeros((1, 3), "float64")])
+    with pytest.raises(ValueError, match=r"list2padded.*every axis but the first"):
+        OPS.list2padded([numpy.zeros((2, 3), "float32"), numpy.zeros((1, 4), "float32")])
+    with pytest.raises(ValueError, match=r"list2padded.*seqs\[1\].*2-dimensional"):
+        OPS.list2padded([numpy.zeros((2, 3), "float32"), numpy.zeros(3, "float32")])
+
+
 # murmurhash.hash_unicode(word) (Thinc's hash) as the uint64 key: negative hashes fill the top 32 bits.
 STRING_KEYS = {
     "": 0x0, "a": 0x3C2569B2, "hello": 0x248BFA47, "h\u00e9llo": 0xFFFFFFFFBC9FA068,
