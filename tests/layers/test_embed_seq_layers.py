@@ -645,6 +645,29 @@ def test_lstm_gradients_are_zero_for_a_zero_output_gradient():
     assert not numpy.any(dX.data)
 
 
+def test_lstm_padding_stays_zero_with_an_empty_sequence_in_the_batch():
+    # The numpy path copies each step's rows as one block and zeroes only the padding after
+    # them; an empty sequence is a column that is padding at every step.
+    rng = _rng()
+    model = LSTM(4, 3, bi=True)
+    model.initialize()
+    _float64(model, rng)
+    seqs = [rng.normal(size=(n, 3)) for n in (3, 0, 5, 1)]
+    Xp = _padded(model.ops, seqs)
+    Yp, backprop = model.begin_update(Xp)
+    assert Yp.data.shape == (5, 4, 4)
+    dYp = Padded(numpy.ones_like(Yp.data), Yp.size_at_t, Yp.lengths, Yp.indices)
+    dXp = backprop(dYp)
+    assert dXp.data.shape == Xp.data.shape
+    for col, n in enumerate(Xp.lengths):
+        assert not Yp.data[n:, col].any() and not dXp.data[n:, col].any()
+        assert Yp.data[:n, col].all() and (n == 0 or dXp.data[:n, col].any())
+    # The empty sequence changes nothing for the others.
+    alone = model.predict(_padded(model.ops, [seqs[2]])).data[:, 0]
+    col = int(numpy.where(Xp.indices == 2)[0][0])
+    numpy.testing.assert_allclose(Yp.data[:, col], alone, atol=1e-12)
+
+
 def test_lstm_init_dropout_and_errors():
     with pytest.raises(ValueError, match="depth"):
         LSTM(4, 3, depth=0)
