@@ -155,3 +155,15 @@ def test_sparse_dw_kernel_equals_the_dense_product(nB, nO, nP, nI, dtype, itype,
         numpy.testing.assert_allclose(db, db_ref, **TOL[dtype])
         results.append((dW.tobytes(), db.tobytes()))
     assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("nP", [2, 3])
+def test_sparse_dw_kernel_over_several_column_blocks(dtype, nP):
+    # Wide inputs: the kernel sums a group of outputs over blocks of columns that fit in L1
+    # (256 float32 columns with 3 pieces), the last block partial and with a scalar tail.
+    dY, which, X, W = make(numpy.random.default_rng(11), 260, 11, nP, 1030, dtype, "int32")
+    _, dW_ref, db_ref = Ops().backprop_maxout_affine(dY, which, X, W)
+    dW, db = maxout.backprop_maxout_dw(dY, which, X, nP)
+    numpy.testing.assert_allclose(dW, dW_ref, **TOL[dtype])
+    numpy.testing.assert_allclose(db, db_ref, **TOL[dtype])

@@ -163,12 +163,19 @@ cdef extern from *:
        placements). */
     #define PLAIT_MX_OB 8
     #define PLAIT_MX_CHUNK 128
+    /* Bytes of sums one group of outputs keeps in L1 per block of columns: at width 512
+       (nI 1536, 3 pieces) the group's whole rows were 147 KiB and the kernel ran 2.4x slower
+       per multiply-add than at width 64, where they fit. */
+    #define PLAIT_MX_L1_SUMS 24576
     #define PLAIT_DEFINE_MX_DW(T, VT, I, SUF, L)                                                 \\
     static PLAIT_MX_CLONES void plait_mx_dw_##SUF(                                               \\
             const T *dY, const I *which, const T *X, T *dW, T *db, Py_ssize_t o0, Py_ssize_t o1, \\
             Py_ssize_t nB, Py_ssize_t nO, Py_ssize_t nP, Py_ssize_t nI, T *xbuf, Py_ssize_t ldx, \\
             T *acc, Py_ssize_t lda) {                                                            \\
         const Py_ssize_t JV = nI - nI % L;                                                       \\
+        /* Columns in blocks whose sums for a group of outputs (OB x nP rows) fit in L1. */      \\
+        const Py_ssize_t JB0 = PLAIT_MX_L1_SUMS / (PLAIT_MX_OB * nP * (Py_ssize_t)sizeof(T)) / L * L; \\
+        const Py_ssize_t JB = JB0 > L ? JB0 : L;                                                 \\
         memset(acc, 0, (size_t)((o1 - o0) * nP * lda) * sizeof(T));                              \\
         for (Py_ssize_t r = o0 * nP; r < o1 * nP; ++r) db[r] = (T)0;                             \\
         for (Py_ssize_t c0 = 0; c0 < nB; c0 += PLAIT_MX_CHUNK) {                                 \\
@@ -178,6 +185,9 @@ cdef extern from *:
           for (Py_ssize_t ob = o0; ob < o1; ob += PLAIT_MX_OB) {                                 \\
             const int nb = (int)(o1 - ob < PLAIT_MX_OB ? o1 - ob : PLAIT_MX_OB);                  \\
             T *acco = acc + (ob - o0) * nP * lda;                                                \\
+           for (Py_ssize_t j0 = 0; j0 < nI; j0 += JB) {                                          \\
+            const Py_ssize_t j1 = nI - j0 > JB ? j0 + JB : nI;                                   \\
+            const Py_ssize_t jv = j1 < JV ? j1 : JV;                                             \\
             for (Py_ssize_t n = c0; n < c1; ++n) {                                               \\
                 const T *x = xbuf + (n - c0) * ldx;                                              \\
                 const T *dy = dY + n * nO + ob;                                                  \\
@@ -188,10 +198,10 @@ cdef extern from *:
                     const Py_ssize_t r = (Py_ssize_t)k * nP + (Py_ssize_t)wh[k];                 \\
                     a[k] = dy[k];                                                                \\
                     row[k] = acco + r * lda;                                                     \\
-                    db[ob * nP + r] += dy[k];                                                    \\
+                    if (j0 == 0) db[ob * nP + r] += dy[k];                                       \\
                 }                                                                                \\
                 if (nb == PLAIT_MX_OB) {                                                         \\
-                    for (Py_ssize_t j = 0; j < JV; j += L) {                                     \\
+                    for (Py_ssize_t j = j0; j < jv; j += L) {                                    \\
                         const VT xv = *(const VT *)(x + j);                                      \\
                         *(VT *)(row[0] + j) += a[0] * xv; *(VT *)(row[1] + j) += a[1] * xv;      \\
                         *(VT *)(row[2] + j) += a[2] * xv; *(VT *)(row[3] + j) += a[3] * xv;      \\
@@ -199,14 +209,15 @@ cdef extern from *:
                         *(VT *)(row[6] + j) += a[6] * xv; *(VT *)(row[7] + j) += a[7] * xv;      \\
                     }                                                                            \\
                 } else {                                                                         \\
-                    for (Py_ssize_t j = 0; j < JV; j += L) {                                     \\
+                    for (Py_ssize_t j = j0; j < jv; j += L) {                                    \\
                         const VT xv = *(const VT *)(x + j);                                      \\
                         for (int k = 0; k < nb; ++k) *(VT *)(row[k] + j) += a[k] * xv;           \\
                     }                                                                            \\
                 }                                                                                \\
-                for (Py_ssize_t j = JV; j < nI; ++j)                                             \\
+                for (Py_ssize_t j = jv > j0 ? jv : j0; j < j1; ++j)                              \\
                     for (int k = 0; k < nb; ++k) row[k][j] += a[k] * x[j];                       \\
             }                                                                                    \\
+           }                                                                                     \\
           }                                                                                      \\
         }                                                                                        \\
         for (Py_ssize_t r = 0; r < (o1 - o0) * nP; ++r)                                          \\
