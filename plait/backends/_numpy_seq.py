@@ -15,8 +15,6 @@ from ._checks import cumsum_dtype
 try:
     from ._kernels_cpu import maxout as _maxout
     from ._kernels_cpu import seq as _seq
-
-    _SPARSE_DW_PIECES = _maxout.sparse_dw_min_pieces()
 except ImportError:  # pragma: no cover - a source checkout without a build
     _seq = _maxout = None
 
@@ -57,8 +55,10 @@ class SeqKernels:
                 return super().backprop_maxout_affine(dY, which, X, W)
             nO, nP, nI = W.shape
             # The sparse dW kernel does 1/nP of the BLAS's arithmetic but less efficiently; it
-            # wins from _SPARSE_DW_PIECES pieces (measured; see sparse_dw_min_pieces).
-            grads = _maxout.backprop_maxout_dw(dY, which, X, nP, False) if nP >= _SPARSE_DW_PIECES else None
+            # wins from a few pieces, and on AVX-512 while dW fits in L2 (measured; see
+            # sparse_dw_wanted).
+            sparse = _maxout.sparse_dw_wanted(nO, nP, nI, X.dtype.itemsize)
+            grads = _maxout.backprop_maxout_dw(dY, which, X, nP, False) if sparse else None
             if grads is None:  # few pieces, or X of another dtype or layout: the dense product
                 dZ = self.backprop_maxout(dY, which, nP)
                 grads = (

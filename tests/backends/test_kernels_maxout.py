@@ -167,3 +167,11 @@ def test_sparse_dw_kernel_over_several_column_blocks(dtype, nP):
     dW, db = maxout.backprop_maxout_dw(dY, which, X, nP)
     numpy.testing.assert_allclose(dW, dW_ref, **TOL[dtype])
     numpy.testing.assert_allclose(db, db_ref, **TOL[dtype])
+
+
+def test_sparse_dw_rule_takes_few_pieces_to_the_blas_and_a_large_dw_too_on_avx512():
+    assert not maxout.sparse_dw_wanted(64, 1, 192, 4)
+    assert maxout.sparse_dw_wanted(64, 3, 192, 4)  # the text CNN at width 64: 144 KiB of dW
+    has_avx512_kernel = maxout.sparse_dw_min_pieces() == 2
+    # Width 512: 9 MiB of dW, more than L2; only the AVX-512 register-sum kernel gives it up.
+    assert maxout.sparse_dw_wanted(512, 3, 1536, 4) is not has_avx512_kernel

@@ -9,17 +9,18 @@ the live multiply-adds:
   columns in registers while o runs, over W's columns packed block by block into a 64-byte
   aligned buffer (AVX2 copies of 8-float vectors; on AVX-512, float32 with 16-float vectors).
 * dW[o, which[n, o]] += dY[n, o] * X[n] (and db likewise), two kernels:
-  - AVX-512 float32/int32: rows 32 at a time, X's rows copied into a 64-byte aligned buffer,
+  - AVX-512 float32/int32: rows 16 at a time, X's rows copied into a 64-byte aligned buffer,
     each output's rows grouped by winning piece (keeping row order), then each (o, p) summed
-    over its rows in 12 registers of 16 floats and added to dW once per chunk. Bound by its
-    multiply-adds; it beats the BLAS's dense product from 2 pieces on.
-  - otherwise: 8 outputs at a time, their rows of sums in L1 while each row of X (copied chunk
-    by chunk into a buffer of ours) is read once per group. Bound by one store per
-    multiply-add, it beats the BLAS from 3 pieces on.
-  NumpyOps asks `sparse_dw_min_pieces()` which applies. An earlier register-sum version read X
-  in place: its 512-bit loads mostly straddled two cache lines (numpy aligns to 16 bytes) and
-  it lost everywhere; one that read X and wrote dW in place swung 2x with where the arrays
-  happened to lie in memory.
+    over its rows in 12 registers of 16 floats and added to dW once per chunk. It beats the
+    BLAS's dense product from 2 pieces on while dW fits in L2 (it reads and writes all of dW
+    once per chunk).
+  - otherwise: 8 outputs at a time, their sums for a block of columns in L1 while each row of
+    X (copied chunk by chunk into a buffer of ours) is read once per group. Bound by one store
+    per multiply-add, it beats the BLAS from 3 pieces on.
+  NumpyOps asks `sparse_dw_wanted()` whether one beats the BLAS at its shape. An earlier
+  register-sum version read X in place: its 512-bit loads mostly straddled two cache lines
+  (numpy aligns to 16 bytes) and it lost everywhere; one that read X and wrote dW in place
+  swung 2x with where the arrays happened to lie in memory.
 
 Every value is summed by one thread in a fixed order (dX over o, dW and db over the rows), so
 the results do not depend on the thread count; they differ from the reference's BLAS products
@@ -531,6 +532,26 @@ def sparse_dw_min_pieces():
     from 3 (1.01 vs 1.13 ms with 3; 1.26 vs 1.01 ms with 2).
     """
     return 2 if plait_mx_has_v4() else 3
+
+
+# With the AVX-512 register-sum kernel, dW (nO x nP x nI) is read and written once per chunk of
+# PLAIT_MX_RCHUNK rows, so it pays only while dW stays in L2. Measured on Emerald Rapids (2 MiB
+# of L2 per core; medians of 11 calls, 2026-11-27): the text CNN's width 64 (dW 144 KiB)
+# 0.75 ms against the BLAS's 0.84, width 256 (2.3 MiB) 13.2-14.2 against 11.1-12.2, width 512
+# (9 MiB) 17.8-19.5 against 12.2-15.7.
+cdef Py_ssize_t _V4_SPARSE_DW_MAX_BYTES = 1 << 20
+
+
+def sparse_dw_wanted(Py_ssize_t nO, Py_ssize_t nP, Py_ssize_t nI, Py_ssize_t itemsize):
+    """Whether backprop_maxout_dw beats the dense BLAS product for a dW of (nO, nP, nI) values of
+    `itemsize` bytes: from sparse_dw_min_pieces() pieces, and on AVX-512 only while dW fits in
+    L2 (see above). Without AVX-512 the column-blocked kernel won at every width measured (64:
+    1.06 against 1.37 ms, 256: 16.1 against 20.9, 512: 21.8 against 21.3)."""
+    if nP < sparse_dw_min_pieces():
+        return False
+    if plait_mx_has_v4() and nO * nP * nI * itemsize > _V4_SPARSE_DW_MAX_BYTES:
+        return False
+    return True
 
 
 def backprop_maxout_dw(object dY, object which, object X, Py_ssize_t nP, bint check=True):
