@@ -165,8 +165,8 @@ cdef extern from *:
     #define PLAIT_MX_OB 8
     #define PLAIT_MX_CHUNK 128
     /* Bytes of sums one group of outputs keeps in L1 per block of columns: at width 512
-       (nI 1536, 3 pieces) the group's whole rows were 147 KiB and the kernel ran 2.4x slower
-       per multiply-add than at width 64, where they fit. */
+       (nI 1536, 3 pieces) the group's whole rows were 147 KiB and the kernel did half as many
+       multiply-adds a second as at width 64, where they fit. */
     #define PLAIT_MX_L1_SUMS 24576
     #define PLAIT_DEFINE_MX_DW(T, VT, I, SUF, L)                                                 \\
     static PLAIT_MX_CLONES void plait_mx_dw_##SUF(                                               \\
@@ -545,8 +545,8 @@ cdef Py_ssize_t _V4_SPARSE_DW_MAX_BYTES = 1 << 20
 def sparse_dw_wanted(Py_ssize_t nO, Py_ssize_t nP, Py_ssize_t nI, Py_ssize_t itemsize):
     """Whether backprop_maxout_dw beats the dense BLAS product for a dW of (nO, nP, nI) values of
     `itemsize` bytes: from sparse_dw_min_pieces() pieces, and on AVX-512 only while dW fits in
-    L2 (see above). Without AVX-512 the column-blocked kernel won at every width measured (64:
-    1.06 against 1.37 ms, 256: 16.1 against 20.9, 512: 21.8 against 21.3)."""
+    L2 (see above). Without AVX-512 the column-blocked kernel won or tied at every width
+    measured (64: 1.06 against 1.37 ms, 256: 16.1 against 20.9, 512: 21.8 against 21.3)."""
     if nP < sparse_dw_min_pieces():
         return False
     if plait_mx_has_v4() and nO * nP * nI * itemsize > _V4_SPARSE_DW_MAX_BYTES:
