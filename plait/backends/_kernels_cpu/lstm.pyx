@@ -226,17 +226,23 @@ cdef extern from *:
        a panel. Each entry is a sum in k order, copies or not, so results depend on nothing but
        the inputs. */
     /* One register block of C: rows [i, i + MR), columns [j, j + NV vectors) of the panel. */
+    /* The k loop walks pointers (A's by AIDX##_KS values, B's by bs) rather than computing
+       each k's addresses: built with -fwrapv, as Python extensions are, GCC cannot turn int
+       index arithmetic into pointer steps and spent a multiply and three more instructions
+       a k on it. */
     #define PLAIT_GEMM_BLOCK(NAME, T, MR, NV, AIDX)                                                \
         {                                                                                            \
             NAME##_v c[MR][NV];                                                                      \
             int q, r;                                                                                \
+            const T* ak_ = &AIDX(i, 0, k0);                                                          \
+            const T* bk_ = Bs + j;                                                                   \
+            const int64_t ars_ = AIDX##_RS, aks_ = AIDX##_KS;                                        \
             memset(c, 0, sizeof(c));                                                                 \
-            for (k = k0; k < k1; k++) {                                                              \
-                const T* bk_ = Bs + (int64_t)(k - k0) * bs + j;                                      \
+            for (k = k0; k < k1; k++, ak_ += aks_, bk_ += bs) {                                      \
                 NAME##_v bv[NV];                                                                     \
                 for (q = 0; q < NV; q++) bv[q] = NAME##_ld(bk_ + q * NAME##_W);                       \
                 for (r = 0; r < MR; r++)                                                             \
-                    for (q = 0; q < NV; q++) c[r][q] += AIDX(i, r, k) * bv[q];                       \
+                    for (q = 0; q < NV; q++) c[r][q] += ak_[r * ars_] * bv[q];                       \
             }                                                                                        \
             for (r = 0; r < MR; r++) {                                                               \
                 T* cr = C + (int64_t)(i + r) * ldc + jp + j;                                         \
@@ -276,6 +282,13 @@ cdef extern from *:
 
     #define PLAIT_A_N(i, r, k) A[(int64_t)((i) + (r)) * lda + (k)]
     #define PLAIT_A_T(i, r, k) A[(int64_t)(k) * lda + (i) + (r)]
+    /* How far apart each layout's values are for the next r (_RS) and the next k (_KS). */
+    #define PLAIT_A_N_RS ((int64_t)lda)
+    #define PLAIT_A_N_KS 1
+    #define PLAIT_A_T_RS 1
+    #define PLAIT_A_T_KS ((int64_t)lda)
+    #define PLAIT_A_P_RS 1
+    #define PLAIT_A_P_KS mr
     /* The copy of A: each block of MR rows holds, for k = k0..k1, its MR values side by side;
        blocks are astr values apart. */
     #define PLAIT_A_P(i, r, k) Ap[(int64_t)(((i) - i0) / mr) * astr + (int64_t)((k) - k0) * mr + (r)]
