@@ -970,6 +970,33 @@ def test_hashembed_second_backprop_adds_into_the_same_gradient_array():
     numpy.testing.assert_allclose(model.get_grad("E"), first + fresh.get_grad("E"), rtol=1e-6, atol=1e-6)
 
 
+def test_embed_second_backprop_adds_into_the_same_gradient_array():
+    # Embed, like HashEmbed, adds its rows straight into the table's gradient once it has one;
+    # repeated ids and an optimizer step between passes must give what inc_grad gives.
+    import numpy
+
+    from plait.api import Adam, Embed
+
+    model = Embed(nO=4, nV=11)
+    ids = numpy.asarray([1, 5, 5, 9, 0], dtype="uint64")
+    model.initialize(X=ids)
+    rng = numpy.random.default_rng(2)
+    Y, backprop = model.begin_update(ids)
+    dY1, dY2 = (rng.standard_normal(Y.shape).astype("f") for _ in range(2))
+    backprop(dY1)
+    first = model.get_grad("E").copy()
+    buffer = model.get_grad("E")
+    backprop(dY2)
+    assert model.get_grad("E") is buffer
+    want = numpy.zeros((11, 4), dtype="f")
+    numpy.add.at(want, ids.astype("int64"), dY1 + dY2)
+    numpy.testing.assert_allclose(model.get_grad("E"), want, rtol=1e-6, atol=1e-6)
+    model.finish_update(Adam(0.01))
+    _, backprop = model.begin_update(ids)
+    backprop(dY1)  # after the step: the zeroed buffer takes this pass alone
+    numpy.testing.assert_allclose(model.get_grad("E"), first, rtol=1e-6, atol=1e-6)
+
+
 def test_model_grad_buffer_declines_without_a_local_gradient():
     import numpy
 
