@@ -312,13 +312,16 @@ class Model(Generic[InT, OutT]):
     def _grad_buffer(self, name: str) -> Optional[FloatsXd]:
         """The gradient array of param `name` to add into in place, or None to use inc_grad.
 
-        Only a gradient held in this process (no parameter-server proxy) with the param's shape
-        and dtype qualifies: inc_grad adds into that same array, so adding into it directly gives
-        the same result without a param-sized temporary (HashEmbed's table, for one).
+        Only where inc_grad is Model's own and the store lends its array (none with a
+        parameter-server proxy, nor DataParallel's overlapped-update store, which must see every
+        contribution), and only with the param's shape and dtype: inc_grad adds into that same
+        array, so adding into it directly gives the same result without a param-sized temporary.
         """
-        if self._params.proxy is not None or not self._params.has_grad(self.id, name):
+        if type(self).inc_grad is not Model.inc_grad:
             return None
-        grad = self._params.get_grad(self.id, name)
+        grad = self._params.grad_buffer(self.id, name)
+        if grad is None:
+            return None
         param = self.get_param(name)
         if getattr(grad, "shape", None) != param.shape or getattr(grad, "dtype", None) != param.dtype:
             return None
@@ -343,13 +346,26 @@ class Model(Generic[InT, OutT]):
         """inc_grad(name, ops.gemm(x, y, trans1=, trans2=)), with the product added into the
         gradient's own array by the BLAS where the backend can (no temporary, no second pass).
 
-        An overridden inc_grad gets the call; so does a store that lends no buffer (one with a
-        proxy, or one that must see every contribution: DataParallel's)."""
-        if type(self).inc_grad is Model.inc_grad:
-            buffer = self._params.grad_buffer(self.id, name)
-            if buffer is not None and self.ops._gemm_accumulate(x, y, buffer, trans1, trans2):
-                return
+        An overridden inc_grad gets the call; so does a store that lends no buffer (see
+        _grad_buffer)."""
+        buffer = self._grad_buffer(name)
+        if buffer is not None and self.ops._gemm_accumulate(x, y, buffer, trans1, trans2):
+            return
         self.inc_grad(name, self.ops.gemm(x, y, trans1=trans1, trans2=trans2))
+
+    def _inc_grad_rows(self, name: str, indices: Any, values: Any) -> None:
+        """inc_grad(name, G) for G zero but for ops.scatter_add(G, indices, values): the rows
+        are added straight into the gradient's own array where _grad_buffer lends it (an
+        embedding table's few rows per batch, without a table-sized temporary and a second pass
+        over it)."""
+        buffer = self._grad_buffer(name)
+        if buffer is not None:
+            self.ops.scatter_add(buffer, indices, values)
+            return
+        param = self.get_param(name)
+        grad = self.ops.alloc(param.shape, dtype=param.dtype)
+        self.ops.scatter_add(grad, indices, values)
+        self.inc_grad(name, grad)
 
     def _check_grad(self, name: str, value: Any) -> None:
         if name not in self._has_params:

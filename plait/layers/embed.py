@@ -63,15 +63,7 @@ def forward(model: Model[Ints1d, OutT], ids: Ints1d, is_train: bool) -> Tuple[Ou
     def backprop(dY: OutT) -> Ints1d:
         if drop_mask is not None:
             dY = dY * drop_mask
-        # Once the table has a gradient buffer, the rows are added straight into it (what
-        # inc_grad would do, without zeroing and adding a table-sized temporary each step).
-        dE = model._grad_buffer("E")
-        if dE is not None:
-            model.ops.scatter_add(dE, ids, dY)
-        else:
-            dE = model.ops.alloc2f(*E.shape, dtype=E.dtype)
-            model.ops.scatter_add(dE, ids, dY)
-            model.inc_grad("E", dE)
+        model._inc_grad_rows("E", ids, dY)
         return model.ops.alloc1i(nN)
 
     return Y, backprop

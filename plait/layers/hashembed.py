@@ -78,15 +78,8 @@ def forward(model: Model[Ints1d, OutT], ids: Ints1d, is_train: bool) -> Tuple[Ou
         if drop_mask is not None:
             dY = dY * drop_mask
         # Every row of dY goes to each of its token's rows: (nN, 1, nO) values broadcast over
-        # the (nN, nK) keys. Once the table has a gradient buffer, the rows are added straight
-        # into it (what inc_grad would do, without a table-sized temporary per step).
-        dE = model._grad_buffer("E")
-        if dE is not None:
-            model.ops.scatter_add(dE, keys, dY.reshape((nN, 1, nO)))
-        else:
-            dE = model.ops.alloc2f(nV, nO, dtype=E.dtype)
-            model.ops.scatter_add(dE, keys, dY.reshape((nN, 1, nO)))
-            model.inc_grad("E", dE)
+        # the (nN, nK) keys.
+        model._inc_grad_rows("E", keys, dY.reshape((nN, 1, nO)))
         return model.ops.alloc1i(nN)
 
     return Y, backprop

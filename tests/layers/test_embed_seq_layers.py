@@ -997,6 +997,30 @@ def test_embed_second_backprop_adds_into_the_same_gradient_array():
     numpy.testing.assert_allclose(model.get_grad("E"), first, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("layer", ["Embed", "HashEmbed"])
+def test_embedding_rows_reach_a_store_that_lends_no_gradient_buffer(layer):
+    # DataParallel's overlapped update swaps in a store that must see every gradient through
+    # inc_grad (it refuses grad_buffer); the embedding layers' in-place rows must respect that,
+    # as Linear's products do, and still add up to the same gradient.
+    import numpy
+
+    from plait import api
+    from plait.distributed._data_parallel import _CountingStore
+
+    model = getattr(api, layer)(nO=4, nV=11)
+    ids = numpy.asarray([1, 5, 5, 9, 0], dtype="uint64")
+    model.initialize(X=ids)
+    told = []
+    Y, backprop = model.begin_update(ids)
+    dY = numpy.random.default_rng(4).standard_normal(Y.shape).astype("f")
+    backprop(dY)
+    once = model.get_grad("E").copy()
+    model._params = _CountingStore(model._params, lambda mid, name: told.append(name))
+    backprop(dY)
+    assert told == ["E"]
+    numpy.testing.assert_allclose(model.get_grad("E"), 2 * once, rtol=1e-6, atol=1e-6)
+
+
 def test_model_grad_buffer_declines_without_a_local_gradient():
     import numpy
 
