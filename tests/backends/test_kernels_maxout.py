@@ -169,9 +169,28 @@ def test_sparse_dw_kernel_over_several_column_blocks(dtype, nP):
     numpy.testing.assert_allclose(db, db_ref, **TOL[dtype])
 
 
+@pytest.mark.parametrize("dtype,itype", [("float32", "int32"), ("float32", "int64"), ("float64", "int32")])
+@pytest.mark.parametrize("nP", [2, 5])
+def test_dx_kernel_over_several_row_chunks_and_output_blocks(dtype, itype, nP):
+    # 430 rows: two full chunks of 192 and a partial one (not a multiple of the 3-row block);
+    # 150 outputs: several blocks of outputs whose partial sums wait in dX between blocks.
+    # Each row sums its terms in output order however the rows are chunked, so the rows of a
+    # slice of the batch come out with the same bits as in the whole batch.
+    dY, which, X, W = make(numpy.random.default_rng(12), 430, 150, nP, 100, dtype, itype)
+    dX_ref = Ops().backprop_maxout_affine(dY, which, X, W)[0]
+    dX = maxout.backprop_maxout_dx(dY, which, W)
+    numpy.testing.assert_allclose(dX, dX_ref, **TOL[dtype])
+    part = maxout.backprop_maxout_dx(dY[101:317], which[101:317], W)
+    assert part.tobytes() == dX[101:317].tobytes()
+
+
 def test_sparse_dw_rule_takes_few_pieces_to_the_blas_and_a_large_dw_too_on_avx512():
+    from plait.backends import _kernels_cpu
+
+    assert maxout.sparse_dw_min_pieces() == 3
     assert not maxout.sparse_dw_wanted(64, 1, 192, 4)
+    assert not maxout.sparse_dw_wanted(64, 2, 192, 4)
     assert maxout.sparse_dw_wanted(64, 3, 192, 4)  # the text CNN at width 64: 144 KiB of dW
-    has_avx512_kernel = maxout.sparse_dw_min_pieces() == 2
-    # Width 512: 9 MiB of dW, more than L2; only the AVX-512 register-sum kernel gives it up.
-    assert maxout.sparse_dw_wanted(512, 3, 1536, 4) is not has_avx512_kernel
+    assert maxout.sparse_dw_wanted(256, 3, 768, 4)  # width 256: 2.3 MiB
+    # Width 512: 9 MiB of dW; only the AVX-512 build gives it up to the BLAS.
+    assert maxout.sparse_dw_wanted(512, 3, 1536, 4) is (_kernels_cpu.ISA != "avx512")
