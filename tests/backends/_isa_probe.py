@@ -30,6 +30,13 @@ def outputs():
         Y, which = ops.maxout(f(97, 48, 3))
         out[f"maxout/{dtype}"], out[f"maxout.which/{dtype}"] = Y, which
         out[f"backprop_maxout/{dtype}"] = ops.backprop_maxout(f(97, 48), which, 3)
+        # Maxout's sparse dX and dW: rows past two chunks of the dW kernel, outputs past two
+        # blocks of the dX kernel, columns past its blocks and the dW kernel's 12-vector block.
+        Xa, Wa = f(130, 200), f(70, 3, 200)
+        wa = rng.integers(0, 3, size=(130, 70)).astype("int32")
+        dXa, dWa, dba = ops.backprop_maxout_affine(f(130, 70), wa, Xa, Wa)
+        out[f"maxout_affine.dX/{dtype}"], out[f"maxout_affine.dW/{dtype}"] = dXa, dWa
+        out[f"maxout_affine.db/{dtype}"] = dba
         lengths = numpy.asarray([40, 0, 31, 26], dtype="int32")
         out[f"seq2col/{dtype}"] = ops.seq2col(X, 2, lengths=lengths)
         out[f"backprop_seq2col/{dtype}"] = ops.backprop_seq2col(f(97, 64 * 5), 2, lengths=lengths)
