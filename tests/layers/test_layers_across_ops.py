@@ -80,21 +80,13 @@ def _assert_close(a, b, what):
     numpy.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5, err_msg=what)
 
 
-def _params(model):
+def _params(model, kind="param"):
+    """{(node id, name): array} of every param (kind "param") or gradient (kind "grad") set."""
     return {
-        (node.id, name): node.get_param(name)
+        (node.id, name): getattr(node, f"get_{kind}")(name)
         for node in model.walk()
         for name in node.param_names
-        if node.has_param(name)
-    }
-
-
-def _grads(model):
-    return {
-        (node.id, name): node.get_grad(name)
-        for node in model.walk()
-        for name in node.param_names
-        if node.has_grad(name)
+        if getattr(node, f"has_{kind}")(name)
     }
 
 
@@ -108,7 +100,7 @@ def _run_both(model, X, dY_of, which):
         Xm = _to(m, X)
         Y, backprop = m.begin_update(Xm)
         dX = backprop(_to(m, dY_of(Y)))
-        grads = _grads(m)
+        grads = _params(m, "grad")
         optimizer = Adam(0.01)
         m.finish_update(optimizer)
         results.append((Y, dX, grads, _params(m)))
