@@ -26,6 +26,7 @@ from plait.layers.lstm import LSTM
 from plait.layers.maxout import Maxout
 from plait.layers.softmax import Softmax
 from plait.types import Padded, Ragged
+from plait.util import to_numpy
 
 OTHER_OPS = [
     pytest.param("reference", id="Ops"),
@@ -53,7 +54,7 @@ def _host(x):
         x = x.data
     if isinstance(x, (list, tuple)):
         return [_host(a) for a in x]
-    return x.get() if hasattr(x, "get") else numpy.asarray(x)
+    return to_numpy(x)
 
 
 def _to(model, x):
