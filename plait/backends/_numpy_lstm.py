@@ -9,7 +9,7 @@ from typing import Any, Optional, Tuple
 import numpy
 
 from ..types import Floats1d, Floats2d, Floats3d, FloatsT, FloatsXdT, Ints1d
-from . import _lstm
+from . import _lstm, _threads
 
 try:
     from ._kernels_cpu import lstm as _compiled
@@ -21,6 +21,36 @@ _FAST_DTYPES = (_FLOAT32, numpy.dtype("float64"))
 # dsigmoid and dtanh are two numpy passes; below this size the call overhead of the compiled
 # pass eats its gain (measured: 0.8x at 256-1024 values, 1.1-1.9x from 4096 on).
 _MIN_FUSED_SIZE = 4096
+
+
+# The kernels' whole-sequence float32 products go to the BLAS of NumpyOps' products where the
+# kernels' own products lack AVX-512 (lstm.pyx, plait_lstm_blas_wanted): installed at the
+# first float32 call; None until then, False where no BLAS routine could be had.
+_blas_tables: Any = None
+
+
+def _hold_blas(dtype: Any) -> Optional[list]:
+    """Before a float32 kernel call: point the kernels at the BLAS NumpyOps uses and, if they
+    will call it, hold it to one thread (the two directions may call it at once, and its idle
+    workers would spin against the time steps). Returns what `_threads.end_serial_blas` gives back."""
+    global _blas_tables
+    if dtype != _FLOAT32 or _blas_tables is False:
+        return None
+    if _blas_tables is None:
+        try:
+            from . import cblas
+
+            cblas._follow_plait_blas()
+            _compiled.set_blas_sgemm(cblas._sgemm_rowmajor_address())
+        except (ImportError, OSError, RuntimeError):
+            # No BLAS routine can be resolved here: the kernels keep their own products.
+            _blas_tables = False
+            return None
+        _blas_tables = cblas
+    if not _compiled.blas_products():
+        return None
+    _blas_tables._follow_plait_blas()  # the BLAS NumpyOps uses may have changed (_blas.configure)
+    return _threads.hold_serial_blas()
 
 
 def _is_fast(X: Any, dtype: Any, ndim: Optional[int] = None) -> bool:
@@ -89,7 +119,11 @@ class LstmKernels:
         if args is None:
             return super().lstm_forward_training(params, H0, C0, X, size_at_t)  # type: ignore[misc]
         X, H0, C0, H0c, C0c, sizes = args
-        Y, Y4, G4, C4 = _compiled.lstm_forward(params, H0c, C0c, X, sizes, _starts(sizes), True)
+        held = _hold_blas(X.dtype)
+        try:
+            Y, Y4, G4, C4 = _compiled.lstm_forward(params, H0c, C0c, X, sizes, _starts(sizes), True)
+        finally:
+            _threads.end_serial_blas(held)
         return Y, (Y4, G4, C4, X, H0, C0)
 
     def lstm_forward_inference(
@@ -99,7 +133,11 @@ class LstmKernels:
         if args is None:
             return super().lstm_forward_inference(params, H0, C0, X, size_at_t)  # type: ignore[misc]
         X, _, _, H0c, C0c, sizes = args
-        Y, _, _, _ = _compiled.lstm_forward(params, H0c, C0c, X, sizes, _starts(sizes), False)
+        held = _hold_blas(X.dtype)
+        try:
+            Y, _, _, _ = _compiled.lstm_forward(params, H0c, C0c, X, sizes, _starts(sizes), False)
+        finally:
+            _threads.end_serial_blas(held)
         return Y
 
     def backprop_lstm(
@@ -130,7 +168,11 @@ class LstmKernels:
         _lstm._check_shape(fn, "fwd_state[2] (C)", C4, (depth, dirs, N, nO))
         _lstm._check_shape(fn, "dY", dY, (N, dirs * nO), " (the shape of the forward output)")
         sizes = numpy.asarray(_lstm._sizes_to_list(fn, "lengths", lengths, N), dtype=numpy.int64)
-        return _compiled.lstm_backward(dY, params, H0c, C0c, X, Y4, G4, C4, sizes, _starts(sizes))
+        held = _hold_blas(dtype)
+        try:
+            return _compiled.lstm_backward(dY, params, H0c, C0c, X, Y4, G4, C4, sizes, _starts(sizes))
+        finally:
+            _threads.end_serial_blas(held)
 
     def dsigmoid(self, Y: FloatsXdT, *, inplace: bool = False) -> FloatsXdT:
         if _compiled is None or type(Y) is not numpy.ndarray or Y.dtype not in _FAST_DTYPES \

@@ -322,6 +322,13 @@ def serial_blas(M: int, K: int, N: int) -> Optional[list]:
     threads = _state["threads"] if _state["planned"] else plan_threads()
     if threads <= 1 or M * K * N >= SERIAL_WORK:
         return None
+    return hold_serial_blas()
+
+
+def hold_serial_blas() -> Optional[list]:
+    """Hold the BLAS libraries plait calls to one thread, whatever the product's size (for
+    compiled kernels that call the BLAS from their own threads); `end_serial_blas` gives the
+    counts back. None where nothing had to change."""
     if _serial_libs is None:
         _probe_serial_libs()
     changed = None

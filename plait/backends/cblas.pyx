@@ -303,6 +303,15 @@ def _set_serial_guard(uintptr_t table_get, uintptr_t table_set, uintptr_t privat
 _followed = {"handle": None, "limited": False, "guard": None, "own": False}
 
 
+def _sgemm_rowmajor_address():
+    """The address of the tables' float32 routine, for compiled code of plait's that calls it
+    without a CBlas (the LSTM kernels): (transA, transB, M, N, K, alpha, A, lda, B, ldb, beta,
+    C, ldc), row-major, going to the BLAS that _follow_plait_blas set up."""
+    if not _resolved:
+        _resolve_routines()
+    return <uintptr_t>_sgemm_rowmajor
+
+
 def _follow_plait_blas():
     """Point the tables at the BLAS NumpyOps.gemm uses, under plait's thread count (NumpyOps.cblas)."""
     # Absolute: under the thinc alias this module's __spec__ is named thinc.backends.cblas, and a

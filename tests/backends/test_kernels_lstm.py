@@ -374,22 +374,91 @@ def test_lstm_errors_match_reference(ref_ops, k):
 # --- thread counts -----------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("level", [0, 3])
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_lstm_results_do_not_depend_on_thread_counts(dtype):
-    # Big enough for the two directions to go to two threads when OpenMP gives two.
+def test_lstm_results_do_not_depend_on_thread_counts(dtype, level):
+    # Big enough for the two directions to go to two threads when OpenMP gives two. Level 3
+    # (AVX2, where the CPU has it) sends the whole-sequence products to the BLAS, whose
+    # thread count changes too.
     params, H0, C0, X, sizes, dY = make_case(14, 2, 2, 48, 40, sizes_from_lengths([30, 25, 25, 9, 3] * 8), dtype)
     ops = NumpyOps()
+    kernels = _numpy_lstm._compiled
     results = []
-    for n in (1, 2):
-        with threads(n):
-            if openmp_info.has_openmp():
-                assert _numpy_lstm._compiled._split_directions(H0, X) == (n == 2)
-            Y, state = ops.lstm_forward_training(params, H0, C0, X, sizes)
-            Y_inf = ops.lstm_forward_inference(params, H0, C0, X, sizes)
-            dX, dp = ops.backprop_lstm(dY, sizes, params, state)
-            results.append((Y, Y_inf, *state[:3], dX, dp))
+    try:
+        kernels._gemm_isa(level)
+        for n in (1, 2):
+            with threads(n):
+                if openmp_info.has_openmp():
+                    assert kernels._split_directions(H0, X) == (n == 2)
+                Y, state = ops.lstm_forward_training(params, H0, C0, X, sizes)
+                Y_inf = ops.lstm_forward_inference(params, H0, C0, X, sizes)
+                dX, dp = ops.backprop_lstm(dY, sizes, params, state)
+                results.append((Y, Y_inf, *state[:3], dX, dp))
+    finally:
+        kernels._gemm_isa(0)
     for one, two in zip(*results):
         assert_same(one, two)
+
+
+def _blas_threads():
+    from plait.backends import _threads
+
+    _threads.hold_serial_blas()  # probes the libraries once; nothing held when it returns None
+    return [lib.get() for lib in _threads._serial_libs or []]
+
+
+@pytest.mark.parametrize("level", [1, 3, 4])
+def test_whole_sequence_products_go_to_the_blas_below_avx512(ref_ops, level):
+    # float32 below AVX-512: the input projection and the weight and input gradients through
+    # the BLAS of NumpyOps' products, the steps' products in the kernels; results within the
+    # float tolerance of the reference and of the kernels' own products, and the BLAS's
+    # thread count as it was.
+    kernels = _numpy_lstm._compiled
+    ops = NumpyOps()
+    args = make_case(21, 2, 2, 24, 36, sizes_from_lengths([19, 17, 12, 12, 5, 1] * 6), "float32")
+    try:
+        in_use = kernels._gemm_isa(level)
+        before = _blas_threads()
+        Y, state, dX, dp = check_against_reference(ref_ops, *args, "float32")
+        assert _blas_threads() == before
+        if in_use != level:
+            pytest.skip(f"this CPU cannot run level {level}")
+        routed = kernels.blas_products()
+        assert routed == (level in (1, 3) and _numpy_lstm._blas_tables not in (None, False))
+        if level in (1, 3):
+            assert routed, "no BLAS was installed for the LSTM's products"
+        # The same case on the kernels' own products.
+        kernels.set_blas_sgemm(0)
+        assert not kernels.blas_products()
+        Y2, state2, dX2, dp2 = check_against_reference(ref_ops, *args, "float32")
+        for mine, own in ((Y, Y2), (dX, dX2), (dp, dp2)):
+            assert_close(mine, own, "float32")
+            if not routed:
+                assert_same(mine, own)
+    finally:
+        kernels._gemm_isa(0)
+        _numpy_lstm._blas_tables = None  # the next call installs the routine again
+
+
+def test_lstm_products_without_a_blas_routine(monkeypatch, ref_ops):
+    # Where no BLAS routine can be resolved, the kernels keep their own products.
+    from plait.backends import cblas
+
+    kernels = _numpy_lstm._compiled
+
+    def unavailable():
+        raise ImportError("no BLAS here")
+
+    monkeypatch.setattr(cblas, "_sgemm_rowmajor_address", unavailable)
+    monkeypatch.setattr(_numpy_lstm, "_blas_tables", None)
+    kernels.set_blas_sgemm(0)
+    try:
+        kernels._gemm_isa(3)
+        check_against_reference(ref_ops, *make_case(22, 1, 2, 16, 8, [6, 5, 5, 2]), "float32")
+        assert _numpy_lstm._blas_tables is False and not kernels.blas_products()
+    finally:
+        kernels._gemm_isa(0)
+        monkeypatch.setattr(_numpy_lstm, "_blas_tables", None)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

@@ -16,7 +16,7 @@ import numpy
 from cython cimport floating
 from cython.parallel cimport prange
 from libc.math cimport exp, tanh
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uintptr_t
 from libc.string cimport memcpy, memset
 
 
@@ -451,9 +451,39 @@ cdef extern from *:
     PLAIT_DEFINE_GEMM(plait_gemm_d, double)
     static int plait_gemm_isa(int force) { (void)force; return 0; }
     #endif
+
+    /* The whole-sequence products through a BLAS (float32 only): the input projection
+       X @ Wx.T forward, and backward dG.T @ X, dG.T @ Hprev and dG @ Wx. Python installs the
+       row-major routine of plait.backends.cblas (the BLAS NumpyOps' products use) and holds
+       that BLAS to one thread around the call, since the two directions may call it at once
+       from two threads. Taken where the products below run without AVX-512: measured on an
+       Emerald Rapids Xeon with AVX2 forced (bench/README.md, "The BiLSTM's whole-sequence
+       products through the BLAS"), OpenBLAS's Haswell kernel ran these products ~20% faster
+       than plait_gemm's 6 x 16 blocks, while the steps' small products were as fast in either
+       (and stay here: no BLAS call between the time steps). With AVX-512 plait_gemm is kept. */
+    typedef void (*plait_lstm_sgemm_t)(int ta, int tb, int M, int N, int K, float alpha, const float* A,
+                                       int lda, const float* B, int ldb, float beta, float* C, int ldc);
+    static plait_lstm_sgemm_t plait_lstm_sgemm = NULL;
+    static void plait_lstm_set_sgemm(uintptr_t address) { plait_lstm_sgemm = (plait_lstm_sgemm_t)address; }
+    static int plait_lstm_blas_wanted(void) {
+    #if defined(PLAIT_X86_DISPATCH) && (defined(__GNUC__) || defined(__clang__))
+        int level = plait_isa_level();
+        return plait_lstm_sgemm != NULL && (level == 1 || level == 3);
+    #else
+        return 0;  /* other processors: plait_gemm, as measured before (no BLAS comparison yet) */
+    #endif
+    }
+    static void plait_lstm_blas_sgemm(int ta, int tb, int M, int N, int K, const float* A, int lda,
+                                      const float* B, int ldb, float beta, float* C, int ldc) {
+        plait_lstm_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    }
     """
     int plait_gemm_isa(int force) noexcept nogil
     int plait_lstm_omp_threads() noexcept nogil
+    void plait_lstm_set_sgemm(uintptr_t address) noexcept nogil
+    int plait_lstm_blas_wanted() noexcept nogil
+    void plait_lstm_blas_sgemm(int ta, int tb, int M, int N, int K, const float* A, int lda,
+                               const float* B, int ldb, float beta, float* C, int ldc) noexcept nogil
     enum: PLAIT_GEMM_PW
     enum: PLAIT_GEMM_SCRATCH
     void plait_gemm_f(int ta, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
@@ -481,6 +511,18 @@ cdef inline void _gemm(bint ta, int M, int N, int K, const floating* A, int lda,
         plait_gemm_f(ta, M, N, K, A, lda, B, ldb, bk, C, ldc, acc, scratch)
     else:
         plait_gemm_d(ta, M, N, K, A, lda, B, ldb, bk, C, ldc, acc, scratch)
+
+
+cdef inline void _whole(bint blas, bint ta, int M, int N, int K, const floating* A, int lda,
+                        const floating* B, int ldb, floating* C, int ldc, bint acc,
+                        floating* scratch) noexcept nogil:
+    """A whole-sequence product with B row-major, as _gemm: through the BLAS when `blas` (float32
+    only, and only where plait_lstm_blas_wanted said so), else through plait_gemm."""
+    if floating is float:
+        if blas and M > 0 and N > 0 and K > 0:
+            plait_lstm_blas_sgemm(ta, 0, M, N, K, A, lda, B, ldb, 1.0 if acc else 0.0, C, ldc)
+            return
+    _gemm(ta, M, N, K, A, lda, B, ldb, 0, C, ldc, acc, scratch)
 
 
 cdef inline int64_t _panel_cols(int ncol) noexcept nogil:
@@ -532,6 +574,15 @@ cdef void _interleave_transpose(const floating* W, floating* WT, int nO, int nco
         jp += PLAIT_GEMM_PW
 
 
+cdef void _interleave_rows(const floating* W, floating* WI, int nO, int ncol) noexcept nogil:
+    """W (4nO, ncol), rows in gate blocks (gate, unit) -> WI (4nO, ncol), rows (unit, gate):
+    WI.T is the input projection's right operand for a BLAS, with the gates interleaved."""
+    cdef int u, g
+    for u in range(nO):
+        for g in range(4):
+            memcpy(&WI[<int64_t>(4 * u + g) * ncol], &W[<int64_t>(g * nO + u) * ncol], ncol * sizeof(floating))
+
+
 cdef int64_t _fwd_work(int nI_l, int nO, int nB) noexcept nogil:
     """Work values for one direction of a forward layer: WxT and WhT in panels, the bias,
     and the carried hiddens and cells."""
@@ -571,13 +622,14 @@ cdef void _fwd_direction(
     const int64_t* sizes, const int64_t* starts,
     const floating* inp0, int ld0, const floating* inp1, int ld1, int w0,
     const floating* W, const floating* h_init, const floating* c_init, floating* work,
-    floating* G, floating* Y, floating* C, floating* out, int ldo,
+    floating* G, floating* Y, floating* C, floating* out, int ldo, bint blas,
 ) noexcept nogil:
     """One layer in one direction: gates G (N, 4nO) interleaved, hiddens Y and cells C (N, nO).
 
     W is the layer/direction's slice of params. The input is one block (inp0, nI_l wide) or
     two side by side (inp0 w0 wide, inp1 the rest: the directions of the layer below). C and
     out (the stack's output, row stride ldo) may be NULL. work: _fwd_work(nI_l, nO, nB) values.
+    blas: the input projection through the BLAS (plait_lstm_blas_wanted; nI_l, nO > 0).
     """
     cdef int four = 4 * nO
     cdef int k, j, u, g, b
@@ -590,15 +642,22 @@ cdef void _fwd_direction(
     cdef floating* bias = WhT + _panel_cols(four) * nO
     cdef floating* hcar = bias + four
     cdef floating* ccar = hcar + <int64_t>nB * nO
-    _interleave_transpose(W, WxT, nO, nI_l)
     _interleave_transpose(Wh, WhT, nO, nO)
     for u in range(nO):
         for g in range(4):
             bias[u * 4 + g] = bx[g * nO + u] + bh[g * nO + u]
-    _gemm(False, N, four, w0, inp0, ld0, WxT, 0, nI_l, G, four, False, NULL)
-    if inp1 != NULL:
-        _gemm(False, N, four, nI_l - w0, inp1, ld1, WxT + <int64_t>w0 * PLAIT_GEMM_PW, 0, nI_l, G, four,
-              True, NULL)
+    if floating is float and blas:
+        # WxT's space holds Wx with its rows interleaved instead (4nO x nI_l <= its panels).
+        _interleave_rows(W, WxT, nO, nI_l)
+        plait_lstm_blas_sgemm(False, True, N, four, w0, inp0, ld0, WxT, nI_l, 0, G, four)
+        if inp1 != NULL:
+            plait_lstm_blas_sgemm(False, True, N, four, nI_l - w0, inp1, ld1, WxT + w0, nI_l, 1, G, four)
+    else:
+        _interleave_transpose(W, WxT, nO, nI_l)
+        _gemm(False, N, four, w0, inp0, ld0, WxT, 0, nI_l, G, four, False, NULL)
+        if inp1 != NULL:
+            _gemm(False, N, four, nI_l - w0, inp1, ld1, WxT + <int64_t>w0 * PLAIT_GEMM_PW, 0, nI_l, G, four,
+                  True, NULL)
     # The carried state keeps the first step's width: right to left the batch grows, and
     # rows that have not started yet must still hold the initial state.
     for j in range(nB):
@@ -624,7 +683,7 @@ cdef void _fwd_stack(
     const floating* X, int N, int nI, int depth, int dirs, int nO, int nB,
     int n_steps, const int64_t* sizes, const int64_t* starts,
     floating* Y4, floating* G4, floating* C4, bint keep_state, floating* work, int64_t n_work,
-    floating* out, bint par,
+    floating* out, bint par, bint blas,
 ) noexcept nogil:
     """All layers and directions. Training fills Y4/G4/C4 (depth, dirs, N, *); inference
     uses Y4 (2, dirs, N, nO) and G4 (1, dirs, N, 4nO) as scratch and C4 not at all."""
@@ -651,7 +710,7 @@ cdef void _fwd_stack(
                 G4 + (<int64_t>slot * dirs + d) * plane * 4,
                 Y4 + (<int64_t>y_slot * dirs + d) * plane,
                 (C4 + (<int64_t>slot * dirs + d) * plane) if keep_state else NULL,
-                (out + d * nO) if i == depth - 1 else NULL, dirs * nO,
+                (out + d * nO) if i == depth - 1 else NULL, dirs * nO, blas,
             )
         offset += _layer_size(nI_l, nO, dirs)
         prev = Y4 + <int64_t>y_slot * dirs * plane
@@ -692,11 +751,13 @@ cdef void _bwd_direction(
     const floating* h_init, const floating* c_init, const floating* dH, int ldh,
     const floating* inp0, int ld0, const floating* inp1, int ld1, int w0,
     const floating* W, floating* dW, floating* dXin, bint accumulate, floating* work, double* acc,
+    bint blas,
 ) noexcept nogil:
     """Backprop one layer/direction: its slice dW of d_params, and dXin (N, nI_l) += or =.
 
     W/dW: the layer/direction's slices of params and d_params; dH (row stride ldh) the
-    gradient of its hiddens. work: _bwd_work(N, nO, nB) values; acc: 4nO doubles.
+    gradient of its hiddens. work: _bwd_work(N, nO, nB) values; acc: 4nO doubles. blas: the
+    whole-sequence products through the BLAS (see _whole).
     """
     cdef int four = 4 * nO
     cdef int k, j, b, bp, q
@@ -740,11 +801,11 @@ cdef void _bwd_direction(
     for q in range(four):
         dbx[q] = <floating>acc[q]
         dbh[q] = <floating>acc[q]
-    _gemm(True, four, w0, N, dG, four, inp0, ld0, 0, dW, nI_l, False, scratch)
+    _whole(blas, True, four, w0, N, dG, four, inp0, ld0, dW, nI_l, False, scratch)
     if inp1 != NULL:
-        _gemm(True, four, nI_l - w0, N, dG, four, inp1, ld1, 0, dW + w0, nI_l, False, scratch)
-    _gemm(True, four, nO, N, dG, four, Hprev, nO, 0, dWh, nO, False, scratch)
-    _gemm(False, N, nI_l, four, dG, four, W, nI_l, 0, dXin, nI_l, accumulate, NULL)
+        _whole(blas, True, four, nI_l - w0, N, dG, four, inp1, ld1, dW + w0, nI_l, False, scratch)
+    _whole(blas, True, four, nO, N, dG, four, Hprev, nO, dWh, nO, False, scratch)
+    _whole(blas, False, N, nI_l, four, dG, four, W, nI_l, dXin, nI_l, accumulate, NULL)
 
 
 cdef void _bwd_stack(
@@ -753,7 +814,7 @@ cdef void _bwd_stack(
     int n_steps, const int64_t* sizes, const int64_t* starts,
     const floating* Y4, const floating* G4, const floating* C4, const floating* dY,
     floating* d_params, floating* dX, floating* dXbuf, floating* dX1, floating* work, int64_t n_work,
-    double* acc, bint par,
+    double* acc, bint par, bint blas,
 ) noexcept nogil:
     """Top layer down; dXbuf holds two (N, dirs*nO) gradients of the layers' inputs, alternately."""
     cdef int i, d, nI_l, ldh, ld0, w0
@@ -785,7 +846,7 @@ cdef void _bwd_stack(
                 hidden_init + (i * dirs + d) * nO, cell_init + (i * dirs + d) * nO,
                 dH + d * nO, ldh, inp0, ld0, inp1, nO, w0,
                 params + offset + d * _layer_size(nI_l, nO, 1), d_params + offset + d * _layer_size(nI_l, nO, 1),
-                dXin if d == 0 else dX1, False, work + d * n_work, acc + d * 4 * nO,
+                dXin if d == 0 else dX1, False, work + d * n_work, acc + d * 4 * nO, blas,
             )
         # The directions' input gradients are summed after both, the same with 1 or 2 threads.
         if dirs == 2:
@@ -821,6 +882,7 @@ def _forward_impl(const floating[::1] params, const floating[:, :, ::1] H0, cons
     cdef int N = X.shape[0], nI = X.shape[1]
     cdef int depth = H0.shape[0], dirs = H0.shape[1], nO = H0.shape[2]
     cdef int nB = <int>sizes[0] if sizes.shape[0] > 0 else 0
+    cdef bint blas = floating is float and nI > 0 and nO > 0 and plait_lstm_blas_wanted()
     cdef int n_steps = <int>numpy.count_nonzero(sizes)  # zero-size steps can only trail
     dtype = numpy.float32 if floating is float else numpy.float64
     if keep_state:
@@ -844,7 +906,7 @@ def _forward_impl(const floating[::1] params, const floating[:, :, ::1] H0, cons
     with nogil:
         _fwd_stack(&params[0], &H0[0, 0, 0], &C0[0, 0, 0], &X[0, 0], N, nI, depth, dirs, nO, nB,
                    n_steps, &sizes[0], &starts[0], &Y4[0, 0, 0, 0], &G4[0, 0, 0, 0], &C4[0, 0, 0, 0],
-                   keep_state, &work[0], n_work, &out[0, 0], par)
+                   keep_state, &work[0], n_work, &out[0, 0], par, blas)
     return out_arr, Y4_arr, G4_arr, C4_arr
 
 
@@ -879,6 +941,7 @@ def _backward_impl(const floating[:, ::1] dY, const floating[::1] params, const 
     cdef int N = X.shape[0], nI = X.shape[1]
     cdef int depth = H0.shape[0], dirs = H0.shape[1], nO = H0.shape[2]
     cdef int nB = <int>sizes[0] if sizes.shape[0] > 0 else 0
+    cdef bint blas = floating is float and nI > 0 and nO > 0 and plait_lstm_blas_wanted()
     cdef int n_steps = <int>numpy.count_nonzero(sizes)
     dtype = numpy.float32 if floating is float else numpy.float64
     d_params_arr = numpy.zeros((params.shape[0],), dtype=dtype)
@@ -899,7 +962,8 @@ def _backward_impl(const floating[:, ::1] dY, const floating[::1] params, const 
     with nogil:
         _bwd_stack(&params[0], &H0[0, 0, 0], &C0[0, 0, 0], &X[0, 0], N, nI, depth, dirs, nO, nB,
                    n_steps, &sizes[0], &starts[0], &Y4[0, 0, 0, 0], &G4[0, 0, 0, 0], &C4[0, 0, 0, 0],
-                   &dY[0, 0], &d_params[0], &dX[0, 0], &dXbuf[0], &dX1[0], &work[0], n_work, &acc[0], par)
+                   &dY[0, 0], &d_params[0], &dX[0, 0], &dXbuf[0], &dX1[0], &work[0], n_work, &acc[0], par,
+                   blas)
     return dX_arr, d_params_arr
 
 
@@ -910,6 +974,18 @@ def lstm_backward(dY, params, H0, C0, X, Y4, G4, C4, sizes, starts, par=None):
     """
     par = _split_directions(H0, X) if par is None else par
     return _backward_impl(dY, params, H0, C0, X, Y4, G4, C4, sizes, starts, bool(par))
+
+
+def set_blas_sgemm(uintptr_t address):
+    """Install the row-major float32 routine for the whole-sequence products (0: none), with
+    plait.backends.cblas's signature (transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C,
+    ldc). The caller holds its BLAS to one thread while the kernels here run."""
+    plait_lstm_set_sgemm(address)
+
+
+def blas_products() -> bool:
+    """Whether float32 whole-sequence products go through the installed BLAS right now."""
+    return plait_lstm_blas_wanted() != 0
 
 
 def _gemm_isa(int force=0) -> int:
