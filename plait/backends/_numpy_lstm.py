@@ -24,9 +24,25 @@ _MIN_FUSED_SIZE = 4096
 
 
 # The kernels' whole-sequence float32 products go to the BLAS of NumpyOps' products where the
-# kernels' own products lack AVX-512 (lstm.pyx, plait_lstm_blas_wanted): installed at the
-# first float32 call; None until then, False where no BLAS routine could be had.
+# kernels' own products lack AVX-512, and with AVX-512 from a size measured per processor
+# (lstm.pyx, plait_lstm_blas_min_work): installed at the first float32 call; None until then,
+# False where no BLAS routine could be had.
 _blas_tables: Any = None
+
+#: AVX-512 processors on which the BLAS takes the LSTM's whole-sequence products from this many
+#: multiply-adds on: (vendor, family, model) -> multiply-adds. Only where they were timed against
+#: the kernels' own (bench/README.md, "The BiLSTM's whole-sequence products through the BLAS");
+#: on other AVX-512 processors the kernels keep them.
+BLAS_AVX512_WORK = {
+    ("GenuineIntel", 6, 207): 1 << 29,  # Emerald Rapids
+}
+
+
+def _avx512_work() -> int:
+    from . import _blas
+
+    found = _blas.avx512_cpu()
+    return BLAS_AVX512_WORK.get(found, -1) if found is not None else -1
 
 
 def _hold_blas(dtype: Any) -> Optional[list]:
@@ -41,7 +57,7 @@ def _hold_blas(dtype: Any) -> Optional[list]:
             from . import cblas
 
             cblas._follow_plait_blas()
-            _compiled.set_blas_sgemm(cblas._sgemm_rowmajor_address())
+            _compiled.set_blas_sgemm(cblas._sgemm_rowmajor_address(), _avx512_work())
         except (ImportError, OSError, RuntimeError):
             # No BLAS routine can be resolved here: the kernels keep their own products.
             _blas_tables = False

@@ -408,36 +408,55 @@ def _blas_threads():
 
 
 @pytest.mark.parametrize("level", [1, 3, 4])
-def test_whole_sequence_products_go_to_the_blas_below_avx512(ref_ops, level):
-    # float32 below AVX-512: the input projection and the weight and input gradients through
-    # the BLAS of NumpyOps' products, the steps' products in the kernels; results within the
-    # float tolerance of the reference and of the kernels' own products, and the BLAS's
-    # thread count as it was.
+def test_whole_sequence_products_through_the_blas(ref_ops, level):
+    # float32: the input projection and the weight and input gradients go to the BLAS of
+    # NumpyOps' products, all of them below AVX-512, with AVX-512 from the size measured for
+    # this processor (none where it was not); the steps' products stay in the kernels. Results
+    # within the float tolerance of the reference and of the kernels' own products, and the
+    # BLAS's thread count as it was.
+    from plait.backends import cblas
+
     kernels = _numpy_lstm._compiled
-    ops = NumpyOps()
     args = make_case(21, 2, 2, 24, 36, sizes_from_lengths([19, 17, 12, 12, 5, 1] * 6), "float32")
     try:
-        in_use = kernels._gemm_isa(level)
-        before = _blas_threads()
-        Y, state, dX, dp = check_against_reference(ref_ops, *args, "float32")
-        assert _blas_threads() == before
-        if in_use != level:
+        if kernels._gemm_isa(level) != level:
             pytest.skip(f"this CPU cannot run level {level}")
-        routed = kernels.blas_products()
-        assert routed == (level in (1, 3) and _numpy_lstm._blas_tables not in (None, False))
-        if level in (1, 3):
-            assert routed, "no BLAS was installed for the LSTM's products"
-        # The same case on the kernels' own products.
-        kernels.set_blas_sgemm(0)
-        assert not kernels.blas_products()
-        Y2, state2, dX2, dp2 = check_against_reference(ref_ops, *args, "float32")
-        for mine, own in ((Y, Y2), (dX, dX2), (dp, dp2)):
-            assert_close(mine, own, "float32")
-            if not routed:
-                assert_same(mine, own)
+        before = _blas_threads()
+        check_against_reference(ref_ops, *args, "float32")
+        assert _blas_threads() == before
+        assert _numpy_lstm._blas_tables not in (None, False), "no BLAS was installed for the LSTM"
+        assert kernels.blas_min_work() == (0 if level < 4 else _numpy_lstm._avx512_work())
+        # Every whole-sequence product through the BLAS, then none: both near the reference
+        # and near each other; without the BLAS, the kernels' own products bit for bit.
+        runs = []
+        for address, work, expected in ((cblas._sgemm_rowmajor_address(), 0, 0), (0, 0, -1)):
+            kernels.set_blas_sgemm(address, work)
+            assert kernels.blas_min_work() == expected
+            Y, state, dX, dp = check_against_reference(ref_ops, *args, "float32")
+            runs.append((Y, *state[:3], dX, dp))
+        for through_blas, own in zip(*runs):
+            assert_close(through_blas, own, "float32")
+        params, H0, C0, X, sizes, dY = args
+        sizes = sizes.astype("int64")
+        starts = _numpy_lstm._starts(sizes)
+        Y, Y4, G4, C4 = kernels.lstm_forward(params, H0, C0, X, sizes, starts, True)
+        assert_same(Y, runs[1][0])
+        assert_same(kernels.lstm_backward(dY, params, H0, C0, X, Y4, G4, C4, sizes, starts)[1], runs[1][-1])
     finally:
         kernels._gemm_isa(0)
-        _numpy_lstm._blas_tables = None  # the next call installs the routine again
+        _numpy_lstm._blas_tables = None  # the next call installs the routine and the rule again
+
+
+@pytest.mark.parametrize("cpu,work", [
+    (("GenuineIntel", 6, 207), 1 << 29),  # Emerald Rapids: measured
+    (("AuthenticAMD", 25, 17), -1),  # Zen 4: not measured, the kernels keep their products
+    (None, -1),  # no AVX-512
+])
+def test_blas_size_with_avx512_follows_the_measured_processors(monkeypatch, cpu, work):
+    from plait.backends import _blas
+
+    monkeypatch.setattr(_blas, "avx512_cpu", lambda cpuinfo=None: cpu)
+    assert _numpy_lstm._avx512_work() == work
 
 
 def test_lstm_products_without_a_blas_routine(monkeypatch, ref_ops):

@@ -456,22 +456,31 @@ cdef extern from *:
        X @ Wx.T forward, and backward dG.T @ X, dG.T @ Hprev and dG @ Wx. Python installs the
        row-major routine of plait.backends.cblas (the BLAS NumpyOps' products use) and holds
        that BLAS to one thread around the call, since the two directions may call it at once
-       from two threads. Taken where the products below run without AVX-512: measured on an
-       Emerald Rapids Xeon with AVX2 forced (bench/README.md, "The BiLSTM's whole-sequence
-       products through the BLAS"), OpenBLAS's Haswell kernel ran these products ~20% faster
-       than plait_gemm's 6 x 16 blocks, while the steps' small products were as fast in either
-       (and stay here: no BLAS call between the time steps). With AVX-512 plait_gemm is kept. */
+       from two threads. Measured on an Emerald Rapids Xeon (bench/README.md, "The BiLSTM's
+       whole-sequence products through the BLAS"): with AVX2 forced, OpenBLAS's Haswell kernel
+       ran every one of them faster than plait_gemm's 6 x 16 blocks (~20% at width 512), and the
+       steps' small products were as fast in either (they stay here: no BLAS call between the
+       time steps); with AVX-512, the BLAS (with plait's own dense kernels below 2**28
+       multiply-adds) won from about 2**29 multiply-adds and lost or tied below. So the BLAS
+       takes them all without AVX-512, and with it only from plait_lstm_v4_work multiply-adds,
+       which Python sets per processor where it was measured (-1 elsewhere: plait_gemm). */
     typedef void (*plait_lstm_sgemm_t)(int ta, int tb, int M, int N, int K, float alpha, const float* A,
                                        int lda, const float* B, int ldb, float beta, float* C, int ldc);
     static plait_lstm_sgemm_t plait_lstm_sgemm = NULL;
-    static void plait_lstm_set_sgemm(uintptr_t address) { plait_lstm_sgemm = (plait_lstm_sgemm_t)address; }
-    static int plait_lstm_blas_wanted(void) {
+    static int64_t plait_lstm_v4_work = -1;
+    static void plait_lstm_set_sgemm(uintptr_t address, int64_t v4_work) {
+        plait_lstm_sgemm = (plait_lstm_sgemm_t)address;
+        plait_lstm_v4_work = v4_work;
+    }
+    /* The fewest multiply-adds of a whole-sequence product that goes to the BLAS now (-1: none). */
+    static int64_t plait_lstm_blas_min_work(void) {
     #if defined(PLAIT_X86_DISPATCH) && (defined(__GNUC__) || defined(__clang__))
         int level = plait_isa_level();
-        return plait_lstm_sgemm != NULL && (level == 1 || level == 3);
-    #else
-        return 0;  /* other processors: plait_gemm, as measured before (no BLAS comparison yet) */
+        if (plait_lstm_sgemm == NULL) return -1;
+        if (level == 1 || level == 3) return 0;
+        if (level == 4) return plait_lstm_v4_work;
     #endif
+        return -1;  /* other processors: plait_gemm, as measured before (no BLAS comparison yet) */
     }
     static void plait_lstm_blas_sgemm(int ta, int tb, int M, int N, int K, const float* A, int lda,
                                       const float* B, int ldb, float beta, float* C, int ldc) {
@@ -480,8 +489,8 @@ cdef extern from *:
     """
     int plait_gemm_isa(int force) noexcept nogil
     int plait_lstm_omp_threads() noexcept nogil
-    void plait_lstm_set_sgemm(uintptr_t address) noexcept nogil
-    int plait_lstm_blas_wanted() noexcept nogil
+    void plait_lstm_set_sgemm(uintptr_t address, int64_t v4_work) noexcept nogil
+    int64_t plait_lstm_blas_min_work() noexcept nogil
     void plait_lstm_blas_sgemm(int ta, int tb, int M, int N, int K, const float* A, int lda,
                                const float* B, int ldb, float beta, float* C, int ldc) noexcept nogil
     enum: PLAIT_GEMM_PW
@@ -513,13 +522,19 @@ cdef inline void _gemm(bint ta, int M, int N, int K, const floating* A, int lda,
         plait_gemm_d(ta, M, N, K, A, lda, B, ldb, bk, C, ldc, acc, scratch)
 
 
-cdef inline void _whole(bint blas, bint ta, int M, int N, int K, const floating* A, int lda,
+cdef inline bint _to_blas(int64_t blas_min, int M, int N, int K) noexcept nogil:
+    """Whether a whole-sequence product of M x N x K goes to the BLAS (blas_min: the least
+    multiply-adds that do, from plait_lstm_blas_min_work; -1 for none)."""
+    return blas_min >= 0 and M > 0 and N > 0 and K > 0 and <int64_t>M * N * K >= blas_min
+
+
+cdef inline void _whole(int64_t blas_min, bint ta, int M, int N, int K, const floating* A, int lda,
                         const floating* B, int ldb, floating* C, int ldc, bint acc,
                         floating* scratch) noexcept nogil:
-    """A whole-sequence product with B row-major, as _gemm: through the BLAS when `blas` (float32
-    only, and only where plait_lstm_blas_wanted said so), else through plait_gemm."""
+    """A whole-sequence product with B row-major, as _gemm: through the BLAS where _to_blas says
+    so (float32 only), else through plait_gemm."""
     if floating is float:
-        if blas and M > 0 and N > 0 and K > 0:
+        if _to_blas(blas_min, M, N, K):
             plait_lstm_blas_sgemm(ta, 0, M, N, K, A, lda, B, ldb, 1.0 if acc else 0.0, C, ldc)
             return
     _gemm(ta, M, N, K, A, lda, B, ldb, 0, C, ldc, acc, scratch)
@@ -622,14 +637,14 @@ cdef void _fwd_direction(
     const int64_t* sizes, const int64_t* starts,
     const floating* inp0, int ld0, const floating* inp1, int ld1, int w0,
     const floating* W, const floating* h_init, const floating* c_init, floating* work,
-    floating* G, floating* Y, floating* C, floating* out, int ldo, bint blas,
+    floating* G, floating* Y, floating* C, floating* out, int ldo, int64_t blas_min,
 ) noexcept nogil:
     """One layer in one direction: gates G (N, 4nO) interleaved, hiddens Y and cells C (N, nO).
 
     W is the layer/direction's slice of params. The input is one block (inp0, nI_l wide) or
     two side by side (inp0 w0 wide, inp1 the rest: the directions of the layer below). C and
     out (the stack's output, row stride ldo) may be NULL. work: _fwd_work(nI_l, nO, nB) values.
-    blas: the input projection through the BLAS (plait_lstm_blas_wanted; nI_l, nO > 0).
+    blas_min: the input projection through the BLAS if it is that big (see _to_blas).
     """
     cdef int four = 4 * nO
     cdef int k, j, u, g, b
@@ -646,7 +661,7 @@ cdef void _fwd_direction(
     for u in range(nO):
         for g in range(4):
             bias[u * 4 + g] = bx[g * nO + u] + bh[g * nO + u]
-    if floating is float and blas:
+    if floating is float and _to_blas(blas_min, N, four, nI_l):
         # WxT's space holds Wx with its rows interleaved instead (4nO x nI_l <= its panels).
         _interleave_rows(W, WxT, nO, nI_l)
         plait_lstm_blas_sgemm(False, True, N, four, w0, inp0, ld0, WxT, nI_l, 0, G, four)
@@ -683,7 +698,7 @@ cdef void _fwd_stack(
     const floating* X, int N, int nI, int depth, int dirs, int nO, int nB,
     int n_steps, const int64_t* sizes, const int64_t* starts,
     floating* Y4, floating* G4, floating* C4, bint keep_state, floating* work, int64_t n_work,
-    floating* out, bint par, bint blas,
+    floating* out, bint par, int64_t blas_min,
 ) noexcept nogil:
     """All layers and directions. Training fills Y4/G4/C4 (depth, dirs, N, *); inference
     uses Y4 (2, dirs, N, nO) and G4 (1, dirs, N, 4nO) as scratch and C4 not at all."""
@@ -710,7 +725,7 @@ cdef void _fwd_stack(
                 G4 + (<int64_t>slot * dirs + d) * plane * 4,
                 Y4 + (<int64_t>y_slot * dirs + d) * plane,
                 (C4 + (<int64_t>slot * dirs + d) * plane) if keep_state else NULL,
-                (out + d * nO) if i == depth - 1 else NULL, dirs * nO, blas,
+                (out + d * nO) if i == depth - 1 else NULL, dirs * nO, blas_min,
             )
         offset += _layer_size(nI_l, nO, dirs)
         prev = Y4 + <int64_t>y_slot * dirs * plane
@@ -751,13 +766,13 @@ cdef void _bwd_direction(
     const floating* h_init, const floating* c_init, const floating* dH, int ldh,
     const floating* inp0, int ld0, const floating* inp1, int ld1, int w0,
     const floating* W, floating* dW, floating* dXin, bint accumulate, floating* work, double* acc,
-    bint blas,
+    int64_t blas_min,
 ) noexcept nogil:
     """Backprop one layer/direction: its slice dW of d_params, and dXin (N, nI_l) += or =.
 
     W/dW: the layer/direction's slices of params and d_params; dH (row stride ldh) the
-    gradient of its hiddens. work: _bwd_work(N, nO, nB) values; acc: 4nO doubles. blas: the
-    whole-sequence products through the BLAS (see _whole).
+    gradient of its hiddens. work: _bwd_work(N, nO, nB) values; acc: 4nO doubles. blas_min:
+    which whole-sequence products go through the BLAS (see _to_blas).
     """
     cdef int four = 4 * nO
     cdef int k, j, b, bp, q
@@ -801,11 +816,11 @@ cdef void _bwd_direction(
     for q in range(four):
         dbx[q] = <floating>acc[q]
         dbh[q] = <floating>acc[q]
-    _whole(blas, True, four, w0, N, dG, four, inp0, ld0, dW, nI_l, False, scratch)
+    _whole(blas_min, True, four, w0, N, dG, four, inp0, ld0, dW, nI_l, False, scratch)
     if inp1 != NULL:
-        _whole(blas, True, four, nI_l - w0, N, dG, four, inp1, ld1, dW + w0, nI_l, False, scratch)
-    _whole(blas, True, four, nO, N, dG, four, Hprev, nO, dWh, nO, False, scratch)
-    _whole(blas, False, N, nI_l, four, dG, four, W, nI_l, dXin, nI_l, accumulate, NULL)
+        _whole(blas_min, True, four, nI_l - w0, N, dG, four, inp1, ld1, dW + w0, nI_l, False, scratch)
+    _whole(blas_min, True, four, nO, N, dG, four, Hprev, nO, dWh, nO, False, scratch)
+    _whole(blas_min, False, N, nI_l, four, dG, four, W, nI_l, dXin, nI_l, accumulate, NULL)
 
 
 cdef void _bwd_stack(
@@ -814,7 +829,7 @@ cdef void _bwd_stack(
     int n_steps, const int64_t* sizes, const int64_t* starts,
     const floating* Y4, const floating* G4, const floating* C4, const floating* dY,
     floating* d_params, floating* dX, floating* dXbuf, floating* dX1, floating* work, int64_t n_work,
-    double* acc, bint par, bint blas,
+    double* acc, bint par, int64_t blas_min,
 ) noexcept nogil:
     """Top layer down; dXbuf holds two (N, dirs*nO) gradients of the layers' inputs, alternately."""
     cdef int i, d, nI_l, ldh, ld0, w0
@@ -846,7 +861,7 @@ cdef void _bwd_stack(
                 hidden_init + (i * dirs + d) * nO, cell_init + (i * dirs + d) * nO,
                 dH + d * nO, ldh, inp0, ld0, inp1, nO, w0,
                 params + offset + d * _layer_size(nI_l, nO, 1), d_params + offset + d * _layer_size(nI_l, nO, 1),
-                dXin if d == 0 else dX1, False, work + d * n_work, acc + d * 4 * nO, blas,
+                dXin if d == 0 else dX1, False, work + d * n_work, acc + d * 4 * nO, blas_min,
             )
         # The directions' input gradients are summed after both, the same with 1 or 2 threads.
         if dirs == 2:
@@ -882,7 +897,7 @@ def _forward_impl(const floating[::1] params, const floating[:, :, ::1] H0, cons
     cdef int N = X.shape[0], nI = X.shape[1]
     cdef int depth = H0.shape[0], dirs = H0.shape[1], nO = H0.shape[2]
     cdef int nB = <int>sizes[0] if sizes.shape[0] > 0 else 0
-    cdef bint blas = floating is float and nI > 0 and nO > 0 and plait_lstm_blas_wanted()
+    cdef int64_t blas_min = plait_lstm_blas_min_work() if floating is float else -1
     cdef int n_steps = <int>numpy.count_nonzero(sizes)  # zero-size steps can only trail
     dtype = numpy.float32 if floating is float else numpy.float64
     if keep_state:
@@ -906,7 +921,7 @@ def _forward_impl(const floating[::1] params, const floating[:, :, ::1] H0, cons
     with nogil:
         _fwd_stack(&params[0], &H0[0, 0, 0], &C0[0, 0, 0], &X[0, 0], N, nI, depth, dirs, nO, nB,
                    n_steps, &sizes[0], &starts[0], &Y4[0, 0, 0, 0], &G4[0, 0, 0, 0], &C4[0, 0, 0, 0],
-                   keep_state, &work[0], n_work, &out[0, 0], par, blas)
+                   keep_state, &work[0], n_work, &out[0, 0], par, blas_min)
     return out_arr, Y4_arr, G4_arr, C4_arr
 
 
@@ -941,7 +956,7 @@ def _backward_impl(const floating[:, ::1] dY, const floating[::1] params, const 
     cdef int N = X.shape[0], nI = X.shape[1]
     cdef int depth = H0.shape[0], dirs = H0.shape[1], nO = H0.shape[2]
     cdef int nB = <int>sizes[0] if sizes.shape[0] > 0 else 0
-    cdef bint blas = floating is float and nI > 0 and nO > 0 and plait_lstm_blas_wanted()
+    cdef int64_t blas_min = plait_lstm_blas_min_work() if floating is float else -1
     cdef int n_steps = <int>numpy.count_nonzero(sizes)
     dtype = numpy.float32 if floating is float else numpy.float64
     d_params_arr = numpy.zeros((params.shape[0],), dtype=dtype)
@@ -963,7 +978,7 @@ def _backward_impl(const floating[:, ::1] dY, const floating[::1] params, const 
         _bwd_stack(&params[0], &H0[0, 0, 0], &C0[0, 0, 0], &X[0, 0], N, nI, depth, dirs, nO, nB,
                    n_steps, &sizes[0], &starts[0], &Y4[0, 0, 0, 0], &G4[0, 0, 0, 0], &C4[0, 0, 0, 0],
                    &dY[0, 0], &d_params[0], &dX[0, 0], &dXbuf[0], &dX1[0], &work[0], n_work, &acc[0], par,
-                   blas)
+                   blas_min)
     return dX_arr, d_params_arr
 
 
@@ -976,16 +991,23 @@ def lstm_backward(dY, params, H0, C0, X, Y4, G4, C4, sizes, starts, par=None):
     return _backward_impl(dY, params, H0, C0, X, Y4, G4, C4, sizes, starts, bool(par))
 
 
-def set_blas_sgemm(uintptr_t address):
+def set_blas_sgemm(uintptr_t address, int64_t avx512_work=-1):
     """Install the row-major float32 routine for the whole-sequence products (0: none), with
     plait.backends.cblas's signature (transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C,
-    ldc). The caller holds its BLAS to one thread while the kernels here run."""
-    plait_lstm_set_sgemm(address)
+    ldc). Without AVX-512 it takes all of them; with AVX-512 those of at least `avx512_work`
+    multiply-adds (-1: none). The caller holds its BLAS to one thread while the kernels run."""
+    plait_lstm_set_sgemm(address, avx512_work)
+
+
+def blas_min_work() -> int:
+    """The fewest multiply-adds of a float32 whole-sequence product that goes through the
+    installed BLAS right now (0: every one; -1: none)."""
+    return plait_lstm_blas_min_work()
 
 
 def blas_products() -> bool:
-    """Whether float32 whole-sequence products go through the installed BLAS right now."""
-    return plait_lstm_blas_wanted() != 0
+    """Whether any float32 whole-sequence product may go through the installed BLAS right now."""
+    return plait_lstm_blas_min_work() >= 0
 
 
 def _gemm_isa(int force=0) -> int:
