@@ -56,7 +56,9 @@ def _hold_blas(dtype: Any) -> Optional[list]:
         try:
             from . import cblas
 
-            cblas._follow_plait_blas()
+            # The routine's address needs only the BLAS tables resolved; NumpyOps' own BLAS is
+            # set up below, and only where the kernels will call it (a private OpenBLAS that
+            # `auto` chose then loads now rather than at the first large product).
             _compiled.set_blas_sgemm(cblas._sgemm_rowmajor_address(), _avx512_work())
         except (ImportError, OSError, RuntimeError):
             # No BLAS routine can be resolved here: the kernels keep their own products.
