@@ -3,9 +3,10 @@
 
 The layout of `params`, the argument-order quirk (second argument = initial cells) and the
 forward state (Y4, G4, C4, X, H0, C0) are those of plait/backends/_lstm.py, the reference.
-One direction of one layer runs on one thread: the matrix products in plait_gemm (blocked,
-on vectors), the gate activations and cell update fused in one pass per row (float32: on
-vectors, with a polynomial exp). A bidirectional layer runs its two directions on two
+One direction of one layer runs on one thread: the time steps' matrix products in plait_gemm
+(blocked, on vectors), the whole-sequence float32 products there or, where measured faster, in
+the BLAS NumpyOps uses (see plait_lstm_blas_min_work), the gate activations and cell update
+fused in one pass per row (float32: on vectors, with a polynomial exp). A bidirectional layer runs its two directions on two
 OpenMP threads when there are two and the work pays for it; nothing is summed across
 threads, so results never depend on thread counts. Between the time steps no thread pool
 is woken (see plait_gemm for why not BLAS). Also here: the one-pass derivatives dsigmoid and
