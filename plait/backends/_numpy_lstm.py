@@ -4,7 +4,7 @@ Each method takes the compiled path for numpy arrays of float32/float64 in C ord
 may be any layout) and otherwise calls the Ops reference, which also raises the errors:
 the fast path validates with the reference's own helpers, so messages are the same.
 """
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy
 
@@ -29,20 +29,21 @@ _MIN_FUSED_SIZE = 4096
 # False where no BLAS routine could be had.
 _blas_tables: Any = None
 
-#: AVX-512 processors on which the BLAS takes the LSTM's whole-sequence products from this many
-#: multiply-adds on: (vendor, family, model) -> multiply-adds. Only where they were timed against
-#: the kernels' own (bench/README.md, "The BiLSTM's whole-sequence products through the BLAS");
-#: on other AVX-512 processors the kernels keep them.
-BLAS_AVX512_WORK = {
-    ("GenuineIntel", 6, 207): 1 << 29,  # Emerald Rapids
+#: AVX-512 processors on which the BLAS takes the LSTM's whole-sequence products: (vendor,
+#: family, model) -> the fewest multiply-adds of (the input projection and the input gradient,
+#: the weight gradients) it takes. Only where bench/lstm_products.py timed them against the
+#: kernels' own (bench/README.md, "The BiLSTM's whole-sequence products through the BLAS"); on
+#: other AVX-512 processors the kernels keep them.
+BLAS_AVX512_WORK: Dict[Tuple[str, int, int], Tuple[int, int]] = {
+    ("GenuineIntel", 6, 207): (1 << 29, 1 << 28),  # Emerald Rapids
 }
 
 
-def _avx512_work() -> int:
+def _avx512_work() -> Tuple[int, int]:
     from . import _blas
 
     found = _blas.avx512_cpu()
-    return BLAS_AVX512_WORK.get(found, -1) if found is not None else -1
+    return BLAS_AVX512_WORK.get(found, (-1, -1)) if found is not None else (-1, -1)
 
 
 def _hold_blas(dtype: Any) -> Optional[list]:
@@ -59,7 +60,7 @@ def _hold_blas(dtype: Any) -> Optional[list]:
             # The routine's address needs only the BLAS tables resolved; NumpyOps' own BLAS is
             # set up below, and only where the kernels will call it (a private OpenBLAS that
             # `auto` chose then loads now rather than at the first large product).
-            _compiled.set_blas_sgemm(cblas._sgemm_rowmajor_address(), _avx512_work())
+            _compiled.set_blas_sgemm(cblas._sgemm_rowmajor_address(), *_avx512_work())
         except (ImportError, OSError, RuntimeError):
             # No BLAS routine can be resolved here: the kernels keep their own products.
             _blas_tables = False

@@ -425,13 +425,14 @@ def test_whole_sequence_products_through_the_blas(ref_ops, level):
         check_against_reference(ref_ops, *args, "float32")
         assert _blas_threads() == before
         assert _numpy_lstm._blas_tables not in (None, False), "no BLAS was installed for the LSTM"
-        assert kernels.blas_min_work() == (0 if level < 4 else _numpy_lstm._avx512_work())
+        expected = (0, 0) if level < 4 else _numpy_lstm._avx512_work()
+        assert (kernels.blas_min_work(), kernels.blas_min_work(weight_gradients=True)) == expected
         # Every whole-sequence product through the BLAS, then none: both near the reference
         # and near each other; without the BLAS, the kernels' own products bit for bit.
         runs = []
         for address, work, expected in ((cblas._sgemm_rowmajor_address(), 0, 0), (0, 0, -1)):
             kernels.set_blas_sgemm(address, work)
-            assert kernels.blas_min_work() == expected
+            assert kernels.blas_min_work() == kernels.blas_min_work(weight_gradients=True) == expected
             Y, state, dX, dp = check_against_reference(ref_ops, *args, "float32")
             runs.append((Y, *state[:3], dX, dp))
         for through_blas, own in zip(*runs):
@@ -447,10 +448,44 @@ def test_whole_sequence_products_through_the_blas(ref_ops, level):
         _numpy_lstm._blas_tables = None  # the next call installs the routine and the rule again
 
 
+def test_with_avx512_the_two_kinds_of_products_follow_their_own_sizes(ref_ops):
+    # With AVX-512 the weight gradients (A transposed) and the other whole-sequence products
+    # have separate sizes: sending only the weight gradients to the BLAS leaves the output and
+    # the input gradient bit for bit as the kernels' own products make them. (Whether a routed
+    # product's bits change depends on the BLAS: plait's dense kernels, which the table uses
+    # for these sizes on some processors, sum in the same order as the LSTM's.)
+    from plait.backends import cblas
+
+    kernels = _numpy_lstm._compiled
+    params, H0, C0, X, sizes, dY = make_case(23, 1, 2, 20, 30, sizes_from_lengths([15, 11, 11, 4] * 5), "float32")
+    sizes = sizes.astype("int64")
+    starts = _numpy_lstm._starts(sizes)
+    address = cblas._sgemm_rowmajor_address()
+
+    def run(work, work_t):
+        kernels.set_blas_sgemm(address, work, work_t)
+        Y, Y4, G4, C4 = kernels.lstm_forward(params, H0, C0, X, sizes, starts, True)
+        return (Y, *kernels.lstm_backward(dY, params, H0, C0, X, Y4, G4, C4, sizes, starts))
+
+    try:
+        if kernels._gemm_isa(4) != 4:
+            pytest.skip("needs a CPU with AVX-512")
+        own, grads_only, others_only = run(-1, -1), run(-1, 0), run(0, -1)
+        assert kernels.blas_min_work() == 0 and kernels.blas_min_work(weight_gradients=True) == -1
+        assert_same(grads_only[0], own[0])  # Y: the input projection stayed in the kernels
+        assert_same(grads_only[1], own[1])  # dX: so did the input gradient
+        for result in (grads_only, others_only):
+            for mine, theirs in zip(result, own):
+                assert_close(mine, theirs, "float32")
+    finally:
+        kernels._gemm_isa(0)
+        _numpy_lstm._blas_tables = None
+
+
 @pytest.mark.parametrize("cpu,work", [
-    (("GenuineIntel", 6, 207), 1 << 29),  # Emerald Rapids: measured
-    (("AuthenticAMD", 25, 17), -1),  # Zen 4: not measured, the kernels keep their products
-    (None, -1),  # no AVX-512
+    (("GenuineIntel", 6, 207), (1 << 29, 1 << 28)),  # Emerald Rapids: measured
+    (("AuthenticAMD", 25, 17), (-1, -1)),  # Zen 4: not measured, the kernels keep their products
+    (None, (-1, -1)),  # no AVX-512
 ])
 def test_blas_size_with_avx512_follows_the_measured_processors(monkeypatch, cpu, work):
     from plait.backends import _blas

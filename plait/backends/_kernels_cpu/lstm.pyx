@@ -462,25 +462,30 @@ cdef extern from *:
        ran every one of them faster than plait_gemm's 6 x 16 blocks (~20% at width 512), and the
        steps' small products were as fast in either (they stay here: no BLAS call between the
        time steps); with AVX-512, the BLAS (with plait's own dense kernels below 2**28
-       multiply-adds) won from about 2**29 multiply-adds and lost or tied below. So the BLAS
-       takes them all without AVX-512, and with it only from plait_lstm_v4_work multiply-adds,
-       which Python sets per processor where it was measured (-1 elsewhere: plait_gemm). */
+       multiply-adds) won the weight gradients (A transposed) at every size and the others
+       from about 2**29 multiply-adds, losing or tying below. So the BLAS takes them all
+       without AVX-512, and with it those of at least plait_lstm_v4_work[ta] multiply-adds
+       (ta: 1 for the weight gradients, 0 for the others), which Python sets per processor
+       where it was measured (-1 elsewhere: plait_gemm). */
     typedef void (*plait_lstm_sgemm_t)(int ta, int tb, int M, int N, int K, float alpha, const float* A,
                                        int lda, const float* B, int ldb, float beta, float* C, int ldc);
     static plait_lstm_sgemm_t plait_lstm_sgemm = NULL;
-    static int64_t plait_lstm_v4_work = -1;
-    static void plait_lstm_set_sgemm(uintptr_t address, int64_t v4_work) {
+    static int64_t plait_lstm_v4_work[2] = {-1, -1};
+    static void plait_lstm_set_sgemm(uintptr_t address, int64_t v4_work, int64_t v4_work_t) {
         plait_lstm_sgemm = (plait_lstm_sgemm_t)address;
-        plait_lstm_v4_work = v4_work;
+        plait_lstm_v4_work[0] = v4_work;
+        plait_lstm_v4_work[1] = v4_work_t;
     }
-    /* The fewest multiply-adds of a whole-sequence product that goes to the BLAS now (-1: none). */
-    static int64_t plait_lstm_blas_min_work(void) {
+    /* The fewest multiply-adds of a whole-sequence product that goes to the BLAS now (-1: none);
+       ta: the weight gradients (A transposed) rather than the others. */
+    static int64_t plait_lstm_blas_min_work(int ta) {
     #if defined(PLAIT_X86_DISPATCH) && (defined(__GNUC__) || defined(__clang__))
         int level = plait_isa_level();
         if (plait_lstm_sgemm == NULL) return -1;
         if (level == 1 || level == 3) return 0;
-        if (level == 4) return plait_lstm_v4_work;
+        if (level == 4) return plait_lstm_v4_work[ta != 0];
     #endif
+        (void)ta;
         return -1;  /* other processors: plait_gemm, as measured before (no BLAS comparison yet) */
     }
     static void plait_lstm_blas_sgemm(int ta, int tb, int M, int N, int K, const float* A, int lda,
@@ -490,8 +495,8 @@ cdef extern from *:
     """
     int plait_gemm_isa(int force) noexcept nogil
     int plait_lstm_omp_threads() noexcept nogil
-    void plait_lstm_set_sgemm(uintptr_t address, int64_t v4_work) noexcept nogil
-    int64_t plait_lstm_blas_min_work() noexcept nogil
+    void plait_lstm_set_sgemm(uintptr_t address, int64_t v4_work, int64_t v4_work_t) noexcept nogil
+    int64_t plait_lstm_blas_min_work(int ta) noexcept nogil
     void plait_lstm_blas_sgemm(int ta, int tb, int M, int N, int K, const float* A, int lda,
                                const float* B, int ldb, float beta, float* C, int ldc) noexcept nogil
     enum: PLAIT_GEMM_PW
@@ -523,19 +528,20 @@ cdef inline void _gemm(bint ta, int M, int N, int K, const floating* A, int lda,
         plait_gemm_d(ta, M, N, K, A, lda, B, ldb, bk, C, ldc, acc, scratch)
 
 
-cdef inline bint _to_blas(int64_t blas_min, int M, int N, int K) noexcept nogil:
-    """Whether a whole-sequence product of M x N x K goes to the BLAS (blas_min: the least
-    multiply-adds that do, from plait_lstm_blas_min_work; -1 for none)."""
-    return blas_min >= 0 and M > 0 and N > 0 and K > 0 and <int64_t>M * N * K >= blas_min
+cdef inline bint _to_blas(const int64_t* blas_min, bint ta, int M, int N, int K) noexcept nogil:
+    """Whether a whole-sequence product of M x N x K goes to the BLAS (blas_min[ta]: the least
+    multiply-adds that do, from plait_lstm_blas_min_work(ta); -1 for none)."""
+    cdef int64_t least = blas_min[1 if ta else 0]
+    return least >= 0 and M > 0 and N > 0 and K > 0 and <int64_t>M * N * K >= least
 
 
-cdef inline void _whole(int64_t blas_min, bint ta, int M, int N, int K, const floating* A, int lda,
+cdef inline void _whole(const int64_t* blas_min, bint ta, int M, int N, int K, const floating* A, int lda,
                         const floating* B, int ldb, floating* C, int ldc, bint acc,
                         floating* scratch) noexcept nogil:
     """A whole-sequence product with B row-major, as _gemm: through the BLAS where _to_blas says
     so (float32 only), else through plait_gemm."""
     if floating is float:
-        if _to_blas(blas_min, M, N, K):
+        if _to_blas(blas_min, ta, M, N, K):
             plait_lstm_blas_sgemm(ta, 0, M, N, K, A, lda, B, ldb, 1.0 if acc else 0.0, C, ldc)
             return
     _gemm(ta, M, N, K, A, lda, B, ldb, 0, C, ldc, acc, scratch)
@@ -638,7 +644,7 @@ cdef void _fwd_direction(
     const int64_t* sizes, const int64_t* starts,
     const floating* inp0, int ld0, const floating* inp1, int ld1, int w0,
     const floating* W, const floating* h_init, const floating* c_init, floating* work,
-    floating* G, floating* Y, floating* C, floating* out, int ldo, int64_t blas_min,
+    floating* G, floating* Y, floating* C, floating* out, int ldo, const int64_t* blas_min,
 ) noexcept nogil:
     """One layer in one direction: gates G (N, 4nO) interleaved, hiddens Y and cells C (N, nO).
 
@@ -662,7 +668,7 @@ cdef void _fwd_direction(
     for u in range(nO):
         for g in range(4):
             bias[u * 4 + g] = bx[g * nO + u] + bh[g * nO + u]
-    if floating is float and _to_blas(blas_min, N, four, nI_l):
+    if floating is float and _to_blas(blas_min, False, N, four, nI_l):
         # WxT's space holds Wx with its rows interleaved instead (4nO x nI_l <= its panels).
         _interleave_rows(W, WxT, nO, nI_l)
         plait_lstm_blas_sgemm(False, True, N, four, w0, inp0, ld0, WxT, nI_l, 0, G, four)
@@ -699,7 +705,7 @@ cdef void _fwd_stack(
     const floating* X, int N, int nI, int depth, int dirs, int nO, int nB,
     int n_steps, const int64_t* sizes, const int64_t* starts,
     floating* Y4, floating* G4, floating* C4, bint keep_state, floating* work, int64_t n_work,
-    floating* out, bint par, int64_t blas_min,
+    floating* out, bint par, const int64_t* blas_min,
 ) noexcept nogil:
     """All layers and directions. Training fills Y4/G4/C4 (depth, dirs, N, *); inference
     uses Y4 (2, dirs, N, nO) and G4 (1, dirs, N, 4nO) as scratch and C4 not at all."""
@@ -767,7 +773,7 @@ cdef void _bwd_direction(
     const floating* h_init, const floating* c_init, const floating* dH, int ldh,
     const floating* inp0, int ld0, const floating* inp1, int ld1, int w0,
     const floating* W, floating* dW, floating* dXin, bint accumulate, floating* work, double* acc,
-    int64_t blas_min,
+    const int64_t* blas_min,
 ) noexcept nogil:
     """Backprop one layer/direction: its slice dW of d_params, and dXin (N, nI_l) += or =.
 
@@ -830,7 +836,7 @@ cdef void _bwd_stack(
     int n_steps, const int64_t* sizes, const int64_t* starts,
     const floating* Y4, const floating* G4, const floating* C4, const floating* dY,
     floating* d_params, floating* dX, floating* dXbuf, floating* dX1, floating* work, int64_t n_work,
-    double* acc, bint par, int64_t blas_min,
+    double* acc, bint par, const int64_t* blas_min,
 ) noexcept nogil:
     """Top layer down; dXbuf holds two (N, dirs*nO) gradients of the layers' inputs, alternately."""
     cdef int i, d, nI_l, ldh, ld0, w0
@@ -898,7 +904,9 @@ def _forward_impl(const floating[::1] params, const floating[:, :, ::1] H0, cons
     cdef int N = X.shape[0], nI = X.shape[1]
     cdef int depth = H0.shape[0], dirs = H0.shape[1], nO = H0.shape[2]
     cdef int nB = <int>sizes[0] if sizes.shape[0] > 0 else 0
-    cdef int64_t blas_min = plait_lstm_blas_min_work() if floating is float else -1
+    cdef int64_t blas_min[2]
+    blas_min[0] = plait_lstm_blas_min_work(0) if floating is float else -1
+    blas_min[1] = plait_lstm_blas_min_work(1) if floating is float else -1
     cdef int n_steps = <int>numpy.count_nonzero(sizes)  # zero-size steps can only trail
     dtype = numpy.float32 if floating is float else numpy.float64
     if keep_state:
@@ -922,7 +930,7 @@ def _forward_impl(const floating[::1] params, const floating[:, :, ::1] H0, cons
     with nogil:
         _fwd_stack(&params[0], &H0[0, 0, 0], &C0[0, 0, 0], &X[0, 0], N, nI, depth, dirs, nO, nB,
                    n_steps, &sizes[0], &starts[0], &Y4[0, 0, 0, 0], &G4[0, 0, 0, 0], &C4[0, 0, 0, 0],
-                   keep_state, &work[0], n_work, &out[0, 0], par, blas_min)
+                   keep_state, &work[0], n_work, &out[0, 0], par, &blas_min[0])
     return out_arr, Y4_arr, G4_arr, C4_arr
 
 
@@ -957,7 +965,9 @@ def _backward_impl(const floating[:, ::1] dY, const floating[::1] params, const 
     cdef int N = X.shape[0], nI = X.shape[1]
     cdef int depth = H0.shape[0], dirs = H0.shape[1], nO = H0.shape[2]
     cdef int nB = <int>sizes[0] if sizes.shape[0] > 0 else 0
-    cdef int64_t blas_min = plait_lstm_blas_min_work() if floating is float else -1
+    cdef int64_t blas_min[2]
+    blas_min[0] = plait_lstm_blas_min_work(0) if floating is float else -1
+    blas_min[1] = plait_lstm_blas_min_work(1) if floating is float else -1
     cdef int n_steps = <int>numpy.count_nonzero(sizes)
     dtype = numpy.float32 if floating is float else numpy.float64
     d_params_arr = numpy.zeros((params.shape[0],), dtype=dtype)
@@ -979,7 +989,7 @@ def _backward_impl(const floating[:, ::1] dY, const floating[::1] params, const 
         _bwd_stack(&params[0], &H0[0, 0, 0], &C0[0, 0, 0], &X[0, 0], N, nI, depth, dirs, nO, nB,
                    n_steps, &sizes[0], &starts[0], &Y4[0, 0, 0, 0], &G4[0, 0, 0, 0], &C4[0, 0, 0, 0],
                    &dY[0, 0], &d_params[0], &dX[0, 0], &dXbuf[0], &dX1[0], &work[0], n_work, &acc[0], par,
-                   blas_min)
+                   &blas_min[0])
     return dX_arr, d_params_arr
 
 
@@ -992,23 +1002,25 @@ def lstm_backward(dY, params, H0, C0, X, Y4, G4, C4, sizes, starts, par=None):
     return _backward_impl(dY, params, H0, C0, X, Y4, G4, C4, sizes, starts, bool(par))
 
 
-def set_blas_sgemm(uintptr_t address, int64_t avx512_work=-1):
+def set_blas_sgemm(uintptr_t address, int64_t avx512_work=-1, avx512_work_t=None):
     """Install the row-major float32 routine for the whole-sequence products (0: none), with
     plait.backends.cblas's signature (transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C,
     ldc). Without AVX-512 it takes all of them; with AVX-512 those of at least `avx512_work`
-    multiply-adds (-1: none). The caller holds its BLAS to one thread while the kernels run."""
-    plait_lstm_set_sgemm(address, avx512_work)
+    multiply-adds, and the weight gradients (A transposed) from `avx512_work_t` (None: the
+    same; -1: none). The caller holds its BLAS to one thread while the kernels run."""
+    plait_lstm_set_sgemm(address, avx512_work, avx512_work if avx512_work_t is None else avx512_work_t)
 
 
-def blas_min_work() -> int:
+def blas_min_work(bint weight_gradients=False) -> int:
     """The fewest multiply-adds of a float32 whole-sequence product that goes through the
-    installed BLAS right now (0: every one; -1: none)."""
-    return plait_lstm_blas_min_work()
+    installed BLAS right now (0: every one; -1: none): of the weight gradients (A transposed)
+    or of the input projection and the input gradient."""
+    return plait_lstm_blas_min_work(weight_gradients)
 
 
 def blas_products() -> bool:
     """Whether any float32 whole-sequence product may go through the installed BLAS right now."""
-    return plait_lstm_blas_min_work() >= 0
+    return plait_lstm_blas_min_work(0) >= 0 or plait_lstm_blas_min_work(1) >= 0
 
 
 def _gemm_isa(int force=0) -> int:
