@@ -6,11 +6,12 @@ forward state (Y4, G4, C4, X, H0, C0) are those of plait/backends/_lstm.py, the 
 One direction of one layer runs on one thread: the time steps' matrix products in plait_gemm
 (blocked, on vectors), the whole-sequence float32 products there or, where measured faster, in
 the BLAS NumpyOps uses (see plait_lstm_blas_min_work), the gate activations and cell update
-fused in one pass per row (float32: on vectors, with a polynomial exp). A bidirectional layer runs its two directions on two
-OpenMP threads when there are two and the work pays for it; nothing is summed across
-threads, so results never depend on thread counts. Between the time steps no thread pool
-is woken (see plait_gemm for why not BLAS). Also here: the one-pass derivatives dsigmoid and
-dtanh (Ops.sigmoid and backprop_sigmoid live with the activations, act.pyx).
+fused in one pass per row (float32: on vectors, with a polynomial exp). A bidirectional layer
+runs its two directions on two OpenMP threads when there are two and the work pays for it;
+nothing is summed across threads, so results never depend on thread counts. Between the time
+steps no thread pool is woken (see plait_gemm for why not BLAS). Also here: the one-pass
+derivatives dsigmoid and dtanh (Ops.sigmoid and backprop_sigmoid live with the activations,
+act.pyx).
 """
 import numpy
 
@@ -461,9 +462,9 @@ cdef extern from *:
        whole-sequence products through the BLAS"): with AVX2 forced, OpenBLAS's Haswell kernel
        ran every one of them faster than plait_gemm's 6 x 16 blocks (~20% at width 512), and the
        steps' small products were as fast in either (they stay here: no BLAS call between the
-       time steps); with AVX-512, the BLAS (with plait's own dense kernels below 2**28
-       multiply-adds) won the weight gradients (A transposed) at every size and the others
-       from about 2**29 multiply-adds, losing or tying below. So the BLAS takes them all
+       time steps); with AVX-512, NumpyOps' table (OpenBLAS from 2**28 multiply-adds, plait's
+       dense kernels below) won the weight gradients (A transposed) in every shape from 2**28,
+       and the others from about 2**29-2**30, losing or tying below. So the BLAS takes them all
        without AVX-512, and with it those of at least plait_lstm_v4_work[ta] multiply-adds
        (ta: 1 for the weight gradients, 0 for the others), which Python sets per processor
        where it was measured (-1 elsewhere: plait_gemm). */
