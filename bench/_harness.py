@@ -187,6 +187,22 @@ def make_parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
+def grid_arguments(description: str, repeat: int, argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """The options of the in-process grid scripts (dense_gemm_grid.py, lstm_products.py):
+    --rounds, --repeat, --quick, --json; then one thread for the BLAS and plait's kernels."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=repeat, help="timings per shape and round; best kept")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", default=None, metavar="PATH")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from plait.backends import set_num_threads
+
+    set_num_threads(1)
+    return args
+
+
 def sized_command_line(argv: Optional[Sequence[str]], doc: str, defaults: Dict[str, Any],
                        quick: Dict[str, Any], work: Callable[[str, Dict[str, Any]], Dict[str, Any]]):
     """A model script's command line: the shared options and one per size in `defaults`

@@ -15,10 +15,8 @@ gets, overall and where it picks each side.
     .venv/bin/python bench/dense_gemm_grid.py                  # ~5 minutes
     .venv/bin/python bench/dense_gemm_grid.py --quick          # a few shapes, seconds
 """
-import argparse
 import itertools
 import json
-import os
 import statistics
 import sys
 import time
@@ -112,16 +110,7 @@ def report(rows: List[Dict]) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--repeat", type=int, default=2, help="timings per shape and round; best kept")
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", default=None, metavar="PATH")
-    args = parser.parse_args(argv)
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from plait.backends import set_num_threads
-
-    set_num_threads(1)
+    args = H.grid_arguments(__doc__.splitlines()[0], repeat=2, argv=argv)
     rows = measure(QUICK if args.quick else GRID, 1 if args.quick else args.rounds, args.repeat)
     summary = H.machine_summary()
     print(f"\n## plait's own products against the BLAS: bench/dense_gemm_grid.py\ncpu={summary['cpu']}  "

@@ -21,10 +21,8 @@ BLAS is faster in at least 90% of the larger shapes (what the per-processor size
     PLAIT_ISA=avx2 .venv/bin/python bench/lstm_products.py  # the AVX2 build on an AVX-512 CPU
     .venv/bin/python bench/lstm_products.py --quick         # a few shapes, seconds
 """
-import argparse
 import itertools
 import json
-import os
 import statistics
 import sys
 import time
@@ -168,16 +166,7 @@ def report(rows: List[Dict], rule: Optional[List[int]]) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--repeat", type=int, default=3, help="timings per shape and round; best kept")
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", default=None, metavar="PATH")
-    args = parser.parse_args(argv)
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from plait.backends import set_num_threads
-
-    set_num_threads(1)
+    args = H.grid_arguments(__doc__.splitlines()[0], repeat=3, argv=argv)
     rounds = 1 if args.quick else args.rounds
     rows = measure(QUICK if args.quick else GRID, rounds, args.repeat)
     rule = installed_rule()

@@ -1,17 +1,12 @@
 """Smoke test of bench/lstm_products.py: the quick grid times the LSTM kernels' whole-sequence
-products against the BLAS table, prints every shape, the suggested size and the installed rule,
+products against the BLAS table, prints every shape, the suggested sizes and the installed rule,
 and writes them as JSON. Never checks the speed."""
-import json
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from _grid import REPO, first_column, run_quick_grid
 
 from plait.backends import _numpy_lstm
-
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "bench" / "lstm_products.py"
 
 
 def _script_module():
@@ -26,18 +21,12 @@ def _script_module():
 def test_quick_grid_prints_every_shape_and_the_rule(tmp_path):
     if _numpy_lstm._compiled is None:
         pytest.skip("the compiled LSTM kernels are not built")
-    out = tmp_path / "products.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--repeat", "1", "--json", str(out)],
-                          capture_output=True, text=True, cwd=str(REPO), timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = proc.stdout.splitlines()
-    table = [line for line in lines if line.startswith("| ") and not line.startswith("| product")]
-    assert sorted(row.strip("|").split("|")[0].strip() for row in table) == sorted(["input", "dW", "dWh", "dX"] * 2)
+    lines, data = run_quick_grid("lstm_products.py", tmp_path)
+    assert sorted(first_column(lines, "product")) == sorted(["input", "dW", "dWh", "dX"] * 2)
     for label in ("the input projection and input gradient", "the weight gradients"):
         assert any(line.startswith(f"For {label}, the table is faster in at least 90% of the shapes from")
                    for line in lines)
     assert sum(line.startswith("  installed here") for line in lines) == 2
-    data = json.loads(out.read_text())
     rows = data["rows"]
     assert len(rows) == 8 and all(r["kernel_ms"] > 0 and r["table_ms"] > 0 for r in rows)
     assert len(data["threshold"]) == 2
