@@ -304,6 +304,15 @@ def load_model_dir(path: Path, *, raw_weights: bool = False) -> LoadedModel:
         raise damaged(
             path, CONFIG_FILE, "[model]", f"the model cannot be rebuilt from it ({_why(err)})",
         ) from err
+    from ..model import Model
+
+    if not isinstance(model, Model):
+        # A section whose '@layers' line was lost or mangled resolves to plain settings.
+        raise damaged(
+            path, CONFIG_FILE, "[model]",
+            f"it resolves to {type(model).__name__} {_short(model)}, not a layer: its '@layers = ...' "
+            f"line is missing or damaged",
+        )
     rel = RAW_WEIGHTS_FILE if raw_weights and os.path.lexists(path / RAW_WEIGHTS_FILE) else MODEL_FILE
     data, msg = read_weights(path, rel)
     check_dims(path, model, msg, rel)

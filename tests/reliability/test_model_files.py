@@ -715,6 +715,8 @@ DAMAGES = {
     "config: garbage": (_write(md.CONFIG_FILE, b"[[[not a config"), md.CONFIG_FILE, None),
     "config: no model": (_write(md.CONFIG_FILE, b"[training]\nseed = 0\n"), md.CONFIG_FILE, "[model]"),
     "config: unknown layer": (lambda d: (d / md.CONFIG_FILE).write_text((d / md.CONFIG_FILE).read_text().replace("Relu.v1", "Nope.v1")), md.CONFIG_FILE, "[model]"),
+    # The model section's reference mangled (one bit of '@'): it resolves to plain settings.
+    "config: model is no layer": (lambda d: (d / md.CONFIG_FILE).write_text((d / md.CONFIG_FILE).read_text().replace("[model]\n@layers", "[model]\nAlayers", 1)), md.CONFIG_FILE, "[model]"),
     "config: other width": (lambda d: (d / md.CONFIG_FILE).write_text((d / md.CONFIG_FILE).read_text().replace("nO = 8", "nO = 9")), md.CONFIG_FILE, "nO"),
     "config: missing": (lambda d: (d / md.CONFIG_FILE).unlink(), md.CONFIG_FILE, None),
     "model.bin: truncated": (_truncate(md.MODEL_FILE), md.MODEL_FILE, None),
