@@ -120,13 +120,19 @@ OWN_KERNEL_CPUS: Dict[Tuple[str, int, Optional[int]], str] = {
 }
 
 
-def own_kernels_cpu(cpuinfo: Optional[str] = None) -> Optional[str]:
-    """The name of this processor if `auto` uses plait's own products on it (OWN_KERNEL_CPUS)."""
+def avx512_cpu_entry(table: Dict[Tuple[str, int, Optional[int]], Any], cpuinfo: Optional[str] = None) -> Any:
+    """This AVX-512 processor's entry in a per-processor table keyed (vendor, family, model),
+    where a model of None stands for the whole family; None if it has none or no AVX-512."""
     found = avx512_cpu(cpuinfo)
     if found is None:
         return None
     vendor, family, model = found
-    return OWN_KERNEL_CPUS.get((vendor, family, model), OWN_KERNEL_CPUS.get((vendor, family, None)))
+    return table.get((vendor, family, model), table.get((vendor, family, None)))
+
+
+def own_kernels_cpu(cpuinfo: Optional[str] = None) -> Optional[str]:
+    """The name of this processor if `auto` uses plait's own products on it (OWN_KERNEL_CPUS)."""
+    return avx512_cpu_entry(OWN_KERNEL_CPUS, cpuinfo)
 
 
 def _auto_choice() -> Optional[str]:

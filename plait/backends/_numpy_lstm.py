@@ -30,11 +30,11 @@ _MIN_FUSED_SIZE = 4096
 _blas_tables: Any = None
 
 #: AVX-512 processors on which the BLAS takes the LSTM's whole-sequence products: (vendor,
-#: family, model) -> the fewest multiply-adds of (the input projection and the input gradient,
-#: the weight gradients) it takes. Only where bench/lstm_products.py timed them against the
-#: kernels' own (bench/README.md, "The BiLSTM's whole-sequence products through the BLAS"); on
-#: other AVX-512 processors the kernels keep them.
-BLAS_AVX512_WORK: Dict[Tuple[str, int, int], Tuple[int, int]] = {
+#: family, model or None for the family) -> the fewest multiply-adds of (the input projection
+#: and the input gradient, the weight gradients) it takes. Only where bench/lstm_products.py
+#: timed them against the kernels' own (bench/README.md, "The BiLSTM's whole-sequence products
+#: through the BLAS"); on other AVX-512 processors the kernels keep them.
+BLAS_AVX512_WORK: Dict[Tuple[str, int, Optional[int]], Tuple[int, int]] = {
     ("GenuineIntel", 6, 207): (1 << 29, 1 << 28),  # Emerald Rapids
 }
 
@@ -42,8 +42,7 @@ BLAS_AVX512_WORK: Dict[Tuple[str, int, int], Tuple[int, int]] = {
 def _avx512_work() -> Tuple[int, int]:
     from . import _blas
 
-    found = _blas.avx512_cpu()
-    return BLAS_AVX512_WORK.get(found, (-1, -1)) if found is not None else (-1, -1)
+    return _blas.avx512_cpu_entry(BLAS_AVX512_WORK) or (-1, -1)
 
 
 def _hold_blas(dtype: Any) -> Optional[list]:
