@@ -35,6 +35,7 @@ from .._safeio import TMP_MARK as _TMP_MARK
 from .._safeio import fsync_dir as _fsync_dir  # noqa: F401
 from .._safeio import remove_dir_atomically, write_dir_atomically, write_file_atomically  # noqa: F401
 from ._common import CLIError
+from ._config import REQUIRED_SECTIONS
 
 MODEL_FILE = "model.bin"
 CONFIG_FILE = "config.cfg"
@@ -223,6 +224,9 @@ def read_config(model_dir: Path) -> Any:
         raise damaged(model_dir, CONFIG_FILE, "", f"it cannot be parsed ({_why(err)})") from None
     if "model" not in config or not isinstance(config["model"], dict):
         raise damaged(model_dir, CONFIG_FILE, "[model]", "the section is missing")
+    key = REQUIRED_SECTIONS["model"]  # what `plait train` requires of the section (check_sections)
+    if key not in config["model"]:
+        raise damaged(model_dir, CONFIG_FILE, f"[model] {key}", "it is missing, so the section names no layer")
     return config
 
 
@@ -306,12 +310,9 @@ def load_model_dir(path: Path, *, raw_weights: bool = False) -> LoadedModel:
         ) from err
     from ..model import Model
 
-    if not isinstance(model, Model):
-        # A section whose '@layers' line was lost or mangled resolves to plain settings.
+    if not isinstance(model, Model):  # a registered function that builds something else
         raise damaged(
-            path, CONFIG_FILE, "[model]",
-            f"it resolves to {type(model).__name__} {_short(model)}, not a layer: its '@layers = ...' "
-            f"line is missing or damaged",
+            path, CONFIG_FILE, "[model]", f"it builds {type(model).__name__} {_short(model)}, not a layer",
         )
     rel = RAW_WEIGHTS_FILE if raw_weights and os.path.lexists(path / RAW_WEIGHTS_FILE) else MODEL_FILE
     data, msg = read_weights(path, rel)

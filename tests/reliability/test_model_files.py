@@ -715,8 +715,8 @@ DAMAGES = {
     "config: garbage": (_write(md.CONFIG_FILE, b"[[[not a config"), md.CONFIG_FILE, None),
     "config: no model": (_write(md.CONFIG_FILE, b"[training]\nseed = 0\n"), md.CONFIG_FILE, "[model]"),
     "config: unknown layer": (lambda d: (d / md.CONFIG_FILE).write_text((d / md.CONFIG_FILE).read_text().replace("Relu.v1", "Nope.v1")), md.CONFIG_FILE, "[model]"),
-    # The model section's reference mangled (one bit of '@'): it resolves to plain settings.
-    "config: model is no layer": (lambda d: (d / md.CONFIG_FILE).write_text((d / md.CONFIG_FILE).read_text().replace("[model]\n@layers", "[model]\nAlayers", 1)), md.CONFIG_FILE, "[model]"),
+    # The model section's reference mangled (one bit of '@'): refused as `plait train` refuses it.
+    "config: no @layers": (lambda d: (d / md.CONFIG_FILE).write_text((d / md.CONFIG_FILE).read_text().replace("[model]\n@layers", "[model]\nAlayers", 1)), md.CONFIG_FILE, "[model] @layers"),
     "config: other width": (lambda d: (d / md.CONFIG_FILE).write_text((d / md.CONFIG_FILE).read_text().replace("nO = 8", "nO = 9")), md.CONFIG_FILE, "nO"),
     "config: missing": (lambda d: (d / md.CONFIG_FILE).unlink(), md.CONFIG_FILE, None),
     "model.bin: truncated": (_truncate(md.MODEL_FILE), md.MODEL_FILE, None),
@@ -750,6 +750,21 @@ def test_damaged_model_dir_errors_name_the_file_and_field(model_dir, case):
     assert message.rstrip().endswith("."), message
     for unclear in ("KeyError", "BadZipFile", "EOFError", "IndexError", "allow_pickle"):
         assert unclear not in message, message
+
+
+def test_model_dir_whose_config_builds_no_layer_is_refused(model_dir):
+    # A registered function that returns something else than a layer: named, not an AttributeError.
+    from plait.config import registry
+
+    name = "plait_test_builds_no_layer.v1"
+    if name not in registry.layers.get_all():
+        registry.layers.register(name, func=lambda: {"not": "a layer"})
+    (model_dir / md.CONFIG_FILE).write_text(f'[model]\n@layers = "{name}"\n')
+    with pytest.raises(CLIError) as info:
+        md.load_model_dir(model_dir)
+    message = str(info.value)
+    assert message.startswith(f"Damaged model directory {str(model_dir)!r}: {md.CONFIG_FILE}, [model]"), message
+    assert "not a layer" in message and "AttributeError" not in message, message
 
 
 @pytest.mark.parametrize("case", ["meta: no task", "model.bin: truncated", "sample: Y out of range"])
