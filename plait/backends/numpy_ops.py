@@ -8,7 +8,7 @@ from typing import Any, List, Optional, Sequence
 import numpy
 
 from ..types import ArrayXd, DeviceTypes, DTypes, Floats2d, Ints1d, Ints2d
-from . import _blas, _murmur, _threads
+from . import _blas, _murmur, _threads, block_cache
 from ._kernels_cpu import dense_gemm as _dense_gemm
 from ._kernels_cpu import gemm as _gemm_kernel
 from ._numpy_act import ActKernels
@@ -18,6 +18,9 @@ from ._numpy_norm import NormKernels
 from ._numpy_conv import ConvKernels
 from ._numpy_seq import SeqKernels
 from .ops import Ops
+
+# Freed large arrays are kept for the next ones (PLAIT_BLOCK_CACHE; see block_cache.py).
+block_cache.install()
 
 
 def _matmul(x: Any, y: Any, out: Any, trans1: bool, trans2: bool) -> Optional[Floats2d]:

@@ -1,0 +1,128 @@
+"""numpy's data allocator with a cache of freed large blocks, installed when plait's backends load.
+
+A training step of a wide model allocates and frees the same large arrays every step (a
+tagger at width 512 and batch 256: about ten of 9-46 MB). glibc maps each anew and the kernel
+zeroes every page on first touch, although the producer then writes the whole array: that
+zeroing was 15% of such a step (`perf`: `clear_page_erms`), more where numpy asks for huge
+pages. With the cache, a freed block of at least 1 MiB is kept (up to a limit in all, the
+oldest released first) and serves the next request of its size class, already mapped.
+
+* ``PLAIT_BLOCK_CACHE``: ``auto`` (default; 1 GiB or an eighth of the machine's memory, the
+  smaller), a limit in MiB (``256``), or ``off``/``0`` (numpy's own allocator stays).
+  Read when plait's backends are first imported.
+* It is numpy's documented allocator hook (NEP 49), set in the context of the thread that
+  imports plait (other threads keep numpy's allocator); an allocator the program set itself
+  is left in place. Arrays remember their allocator, so ones made before or elsewhere are
+  freed by their own.
+* ``numpy.zeros`` still gets fresh zero pages (untouched ones cost nothing), never a kept block.
+* The kept blocks count in the process's memory: ``release()`` gives them back now,
+  ``stats()`` shows hits, misses and what is held.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Optional
+
+from ._kernels_cpu import memcache as _mc
+
+VARIABLE = "PLAIT_BLOCK_CACHE"
+_HANDLER_NAME = "plait_block_cache"
+#: Smallest block kept: below it malloc's own free lists already reuse memory.
+MIN_BYTES = 1 << 20
+#: The `auto` limit: at most this, and at most an eighth of physical memory.
+AUTO_LIMIT = 1 << 30
+
+_previous: Optional[Any] = None
+_installed = False
+
+
+def _physical_memory() -> Optional[int]:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def limit_from_environment(raw: Optional[str] = None) -> int:
+    """The byte limit PLAIT_BLOCK_CACHE asks for (0: no cache)."""
+    raw = os.environ.get(VARIABLE, "") if raw is None else raw
+    text = raw.strip().lower()
+    if text in ("", "auto"):
+        memory = _physical_memory()
+        return AUTO_LIMIT if memory is None else min(AUTO_LIMIT, memory // 8)
+    if text in ("off", "no", "false", "none"):
+        return 0
+    try:
+        mib = float(text)
+    except ValueError:
+        mib = -1.0
+    if not mib >= 0 or mib != mib or mib > (1 << 40):
+        raise ValueError(
+            f"{VARIABLE}={raw!r} is not a cache size plait understands. Use 'auto' (the default), "
+            f"'off', or a limit in MiB such as '256'."
+        )
+    return int(mib * (1 << 20))
+
+
+def install(limit_bytes: Optional[int] = None) -> bool:
+    """Make the caching allocator numpy's allocator in this thread's context.
+
+    limit_bytes: most bytes kept (default: from PLAIT_BLOCK_CACHE). Returns whether it is
+    installed now; with a limit of 0, or where the program installed an allocator of its own,
+    numpy's allocator stays.
+    """
+    global _previous, _installed
+    limit = limit_from_environment() if limit_bytes is None else int(limit_bytes)
+    if limit < 0:
+        raise ValueError(f"block_cache.install: limit_bytes must be >= 0, got {limit_bytes}")
+    _mc.configure(limit, MIN_BYTES)
+    if limit == 0:
+        uninstall()
+        return False
+    name = _current_name()
+    if name == _HANDLER_NAME:
+        _installed = True
+        return True
+    if name != "default_allocator":
+        return False  # the program's own allocator: leave it
+    _previous = _mc.set_handler(_mc.handler)
+    _installed = True
+    return True
+
+
+def uninstall() -> None:
+    """Put back the allocator install() replaced (in this thread's context) and release the
+    kept blocks. Arrays allocated meanwhile are still freed correctly."""
+    global _previous, _installed
+    if _installed and _previous is not None and _current_name() == _HANDLER_NAME:
+        _mc.set_handler(_previous)
+    _previous = None
+    _installed = False
+    _mc.configure(0, MIN_BYTES)
+    _mc.release()
+
+
+def installed() -> bool:
+    """Whether numpy allocates through the cache in this thread's context."""
+    return _current_name() == _HANDLER_NAME
+
+
+def release() -> int:
+    """Give every kept block back to the system now; returns the bytes released."""
+    return int(_mc.release())
+
+
+def stats() -> Dict[str, int]:
+    """hits, misses (large requests mapped fresh), kept, released, cached_bytes, cached_blocks,
+    limit_bytes, min_bytes."""
+    return {k: int(v) for k, v in _mc.stats().items()}
+
+
+
+def _current_name() -> str:
+    """The name of numpy's allocator in this thread's context."""
+    try:
+        from numpy._core.multiarray import get_handler_name
+    except ImportError:  # pragma: no cover - numpy 1.x layout
+        from numpy.core.multiarray import get_handler_name  # type: ignore[no-redef]
+    return str(get_handler_name())
