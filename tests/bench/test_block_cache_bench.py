@@ -1,0 +1,30 @@
+"""Smoke test of bench/block_cache.py: a small tagger trained under each allocator, batch by
+batch; the table lists the three allocators and the JSON holds the cache's counters. Never
+checks the speed."""
+import json
+import subprocess
+import sys
+
+from _grid import REPO, first_column
+
+
+def test_quick_run_compares_the_three_allocators(tmp_path):
+    out = tmp_path / "cache.json"
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "block_cache.py"), "--quick", "--json", str(out)],
+                          capture_output=True, text=True, cwd=str(REPO), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    names = ["numpy default", "numpy, no huge pages", "block cache"]
+    assert first_column(lines, "allocator") == names
+    data = json.loads(out.read_text())
+    assert [r["allocator"] for r in data["rows"]] == names
+    assert data["rows"][0]["ratio"] == 1.0
+    assert all(r["median_ms"] > 0 for r in data["rows"])
+    assert data["cache"]["limit_bytes"] > 0 and data["cache"]["min_bytes"] == 1 << 20
+
+
+def test_off_is_refused_with_a_reason(tmp_path):
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "block_cache.py"), "--quick", "--limit-mib", "0"],
+                          capture_output=True, text=True, cwd=str(REPO), timeout=300)
+    assert proc.returncode != 0
+    assert "limit is 0" in proc.stderr
