@@ -2,7 +2,7 @@
 """Training steps with numpy's own allocator against plait's cache of freed large blocks.
 
 plait/backends/block_cache.py makes numpy allocate through a cache of freed blocks of at least
-1 MiB, so a step's large arrays reuse mapped pages instead of pages the kernel zeroes on first
+16 MiB (block_cache.MIN_BYTES), so a step's large arrays reuse mapped pages instead of pages the kernel zeroes on first
 touch. This script trains the matrix's tagger (bench/lstm_tagger.py's model) or text CNN
 (bench/textcat_cnn.py's) in one process, one thread, and runs every batch once under each
 allocator, in alternating order: numpy's default allocator (with numpy's huge-page advice, as

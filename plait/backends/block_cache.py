@@ -1,14 +1,16 @@
 """numpy's data allocator with a cache of freed large blocks, installed when plait's backends load.
 
 A training step of a wide model allocates and frees the same large arrays every step (a
-tagger at width 512 and batch 256: about ten of 9-46 MB). glibc maps each anew and the kernel
-zeroes every page on first touch, although the producer then writes the whole array: that
-zeroing was 15% of such a step (`perf`: `clear_page_erms`), more where numpy asks for huge
-pages. With the cache, a freed block of at least 1 MiB is kept (up to a limit in all, the
-oldest released first) and serves the next request of its size class, already mapped.
+tagger at width 512 and batch 256: several of 35-46 MB). glibc maps every block above 32 MB
+anew and the kernel zeroes each page on first touch, although the producer then writes the
+whole array: that zeroing was 15% of such a step (`perf`: `clear_page_erms`, under numpy's
+huge-page advice). With the cache, a freed block of at least 16 MiB is kept (up to a limit in
+all, the oldest released first) and serves the next request of its size class, already
+mapped. Smaller blocks are left to malloc, whose heap already reuses them (keeping blocks from
+1 MiB changed nothing measurable).
 
-* ``PLAIT_BLOCK_CACHE``: ``auto`` (default; 1 GiB or an eighth of the machine's memory, the
-  smaller), a limit in MiB (``256``), or ``off``/``0`` (numpy's own allocator stays).
+* ``PLAIT_BLOCK_CACHE``: ``auto`` (default; 512 MiB or a sixteenth of the machine's memory,
+  the smaller), a limit in MiB (``256``), or ``off``/``0`` (numpy's own allocator stays).
   Read when plait's backends are first imported.
 * It is numpy's documented allocator hook (NEP 49), set in the context of the thread that
   imports plait (other threads keep numpy's allocator); an allocator the program set itself
@@ -27,10 +29,12 @@ from ._kernels_cpu import memcache as _mc
 
 VARIABLE = "PLAIT_BLOCK_CACHE"
 _HANDLER_NAME = "plait_block_cache"
-#: Smallest block kept: below it malloc's own free lists already reuse memory.
-MIN_BYTES = 1 << 20
-#: The `auto` limit: at most this, and at most an eighth of physical memory.
-AUTO_LIMIT = 1 << 30
+#: Smallest block kept: below it malloc's heap already reuses memory (glibc maps blocks anew
+#: only above its mmap threshold, which rises to at most 32 MB).
+MIN_BYTES = 16 << 20
+#: The `auto` limit: at most this, and at most a sixteenth of physical memory. The tagger at
+#: width 512 / batch 256 kept 53 of 64 hits with 256 MiB (bench/README.md).
+AUTO_LIMIT = 512 << 20
 
 _previous: Optional[Any] = None
 _installed = False
@@ -49,7 +53,7 @@ def limit_from_environment(raw: Optional[str] = None) -> int:
     text = raw.strip().lower()
     if text in ("", "auto"):
         memory = _physical_memory()
-        return AUTO_LIMIT if memory is None else min(AUTO_LIMIT, memory // 8)
+        return AUTO_LIMIT if memory is None else min(AUTO_LIMIT, memory // 16)
     if text in ("off", "no", "false", "none"):
         return 0
     try:
@@ -64,18 +68,19 @@ def limit_from_environment(raw: Optional[str] = None) -> int:
     return int(mib * (1 << 20))
 
 
-def install(limit_bytes: Optional[int] = None) -> bool:
+def install(limit_bytes: Optional[int] = None, min_bytes: Optional[int] = None) -> bool:
     """Make the caching allocator numpy's allocator in this thread's context.
 
-    limit_bytes: most bytes kept (default: from PLAIT_BLOCK_CACHE). Returns whether it is
-    installed now; with a limit of 0, or where the program installed an allocator of its own,
-    numpy's allocator stays.
+    limit_bytes: most bytes kept (default: from PLAIT_BLOCK_CACHE); min_bytes: the smallest
+    block kept (default MIN_BYTES, at least 4096). Returns whether it is installed now; with a
+    limit of 0, or where the program installed an allocator of its own, numpy's stays.
     """
     global _previous, _installed
     limit = limit_from_environment() if limit_bytes is None else int(limit_bytes)
+    smallest = MIN_BYTES if min_bytes is None else int(min_bytes)
     if limit < 0:
         raise ValueError(f"block_cache.install: limit_bytes must be >= 0, got {limit_bytes}")
-    _mc.configure(limit, MIN_BYTES)
+    _mc.configure(limit, smallest)
     if limit == 0:
         uninstall()
         return False

@@ -15,8 +15,9 @@ MiB = 1 << 20
 
 @pytest.fixture
 def cache():
-    """The cache installed with a known limit and emptied; the import-time state afterwards."""
-    assert block_cache.install(256 * MiB)
+    """The cache installed with a known limit, keeping blocks from 1 MiB (small arrays keep the
+    tests quick), and emptied; the import-time state afterwards."""
+    assert block_cache.install(256 * MiB, min_bytes=MiB)
     block_cache.release()
     yield block_cache
     block_cache.release()
@@ -32,6 +33,7 @@ def test_installed_when_plait_backends_load():
     from numpy._core.multiarray import get_handler_name
 
     assert get_handler_name(numpy.empty(4 * MiB, dtype=numpy.uint8)) == "plait_block_cache"
+    assert block_cache.stats()["min_bytes"] == block_cache.MIN_BYTES
 
 
 def test_a_freed_block_serves_the_next_array_of_its_size(cache):
@@ -81,7 +83,7 @@ def test_resize_across_the_large_size_keeps_the_data(cache):
 
 
 def test_the_limit_bounds_what_is_kept(cache):
-    cache.install(5 * MiB)
+    cache.install(5 * MiB, min_bytes=MiB)
     arrays = [numpy.empty(2 * MiB, dtype=numpy.uint8) for _ in range(4)]
     del arrays
     held = cache.stats()
@@ -169,7 +171,7 @@ def test_limit_from_environment(raw, expected):
     assert block_cache.limit_from_environment(raw) == expected
 
 
-def test_auto_limit_is_at_most_a_gib():
+def test_auto_limit_is_at_most_the_auto_cap():
     assert 0 < block_cache.limit_from_environment("auto") <= block_cache.AUTO_LIMIT
 
 
@@ -208,5 +210,5 @@ def test_uninstall_puts_numpy_back_and_old_arrays_still_free(cache):
         assert get_handler_name(a) == "plait_block_cache"
         del a  # freed by the allocator that made it
     finally:
-        assert cache.install()
+        assert cache.install(256 * MiB, min_bytes=MiB)
     assert cache.installed()

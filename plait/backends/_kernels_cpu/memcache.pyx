@@ -123,7 +123,8 @@ cdef extern from *:
     #endif
     }
 
-    /* Takes a kept block of `capacity` (or of the next class up) out of the slots. */
+    /* Takes a kept block of `capacity` or up to a quarter more out of the slots: the one freed
+       last, whose lines are the likeliest to be still in the caches. */
     static char *plait_mc_take(uint64_t capacity, uint64_t *got) {
         char *base = NULL;
         int i, best = -1;
@@ -131,7 +132,7 @@ cdef extern from *:
         pthread_mutex_lock(&plait_mc_lock);
         for (i = 0; i < plait_mc_n; i++) {
             uint64_t c = plait_mc_slots[i].capacity;
-            if (c >= capacity && c <= most && (best < 0 || c < plait_mc_slots[best].capacity))
+            if (c >= capacity && c <= most && (best < 0 || plait_mc_slots[i].tick > plait_mc_slots[best].tick))
                 best = i;
         }
         if (best >= 0) {
