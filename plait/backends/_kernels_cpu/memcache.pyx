@@ -1,9 +1,9 @@
 # cython: language_level=3
 """A numpy data allocator (NEP 49) that keeps freed large buffers for the next arrays.
 
-Why: a float32 batch of the tagger at width 512 allocates and frees about ten arrays of
-9-46 MB per step (padded batches, the LSTM's gates and scratch, gradients). glibc serves
-each from fresh pages that the kernel zeroes on first touch (15% of such a step in `perf`,
+Why: a step of the tagger at width 512 / batch 256 allocates and frees several arrays of
+35-46 MB (padded batches, the LSTM's gates and scratch, gradients). glibc maps every block
+above 32 MB anew, from pages the kernel zeroes on first touch (15% of such a step in `perf`,
 `clear_page_erms`), although the array is then written whole. This allocator keeps freed
 blocks of at least `min_bytes` (up to `limit_bytes` in all) and gives them back to the next
 request of the same size class, so those pages are written once, by the array's producer.
