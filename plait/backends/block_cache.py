@@ -123,7 +123,6 @@ def stats() -> Dict[str, int]:
     return {k: int(v) for k, v in _mc.stats().items()}
 
 
-
 def _current_name() -> str:
     """The name of numpy's allocator in this thread's context."""
     try:
