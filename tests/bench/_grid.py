@@ -1,19 +1,20 @@
-"""Running one of bench/'s in-process grid scripts for a smoke test (dense_gemm_grid.py,
-lstm_products.py): quick grid, one timing per shape, JSON written; the rows of its printed tables."""
+"""Running one of bench/'s in-process scripts for a smoke test (dense_gemm_grid.py,
+lstm_products.py, block_cache.py): --quick, JSON written; the rows of its printed tables."""
 import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_quick_grid(script: str, tmp_path: Path) -> Tuple[List[str], Dict[str, Any]]:
-    """(stdout lines, the JSON it wrote) of `bench/<script> --quick --repeat 1`; fails the test
-    with the script's stderr when it exits non-zero."""
+def run_quick_grid(script: str, tmp_path: Path, extra: Sequence[str] = ("--repeat", "1")
+                   ) -> Tuple[List[str], Dict[str, Any]]:
+    """(stdout lines, the JSON it wrote) of `bench/<script> --quick *extra` (the grids: one
+    timing per shape); fails the test with the script's stderr when it exits non-zero."""
     out = tmp_path / "grid.json"
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / script), "--quick", "--repeat", "1", "--json", str(out)],
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / script), "--quick", *extra, "--json", str(out)],
                           capture_output=True, text=True, cwd=str(REPO), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout.splitlines(), json.loads(out.read_text())

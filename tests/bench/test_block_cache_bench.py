@@ -1,22 +1,16 @@
 """Smoke test of bench/block_cache.py: a small tagger trained under each allocator, batch by
 batch; the table lists the three allocators and the JSON holds the cache's counters. Never
 checks the speed."""
-import json
 import subprocess
 import sys
 
-from _grid import REPO, first_column
+from _grid import REPO, first_column, run_quick_grid
 
 
 def test_quick_run_compares_the_three_allocators(tmp_path):
-    out = tmp_path / "cache.json"
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "block_cache.py"), "--quick", "--json", str(out)],
-                          capture_output=True, text=True, cwd=str(REPO), timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = proc.stdout.splitlines()
+    lines, data = run_quick_grid("block_cache.py", tmp_path, extra=())
     names = ["numpy default", "numpy, no huge pages", "block cache"]
     assert first_column(lines, "allocator") == names
-    data = json.loads(out.read_text())
     assert [r["allocator"] for r in data["rows"]] == names
     assert data["rows"][0]["ratio"] == 1.0
     assert all(r["median_ms"] > 0 for r in data["rows"])
