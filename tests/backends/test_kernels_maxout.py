@@ -169,6 +169,23 @@ def test_sparse_dw_kernel_over_several_column_blocks(dtype, nP):
     numpy.testing.assert_allclose(db, db_ref, **TOL[dtype])
 
 
+def test_sparse_dw_kernel_over_column_passes_and_row_groups():
+    # 300 outputs x 3 pieces: the register-sum kernel (AVX2 / AVX-512 builds) keeps only part
+    # of dW's columns in L2 at once, so 500 columns take several passes, the last one partial;
+    # 3,000 rows are more than one group of chunks whose lists it makes at a time. Every sum
+    # is still taken chunk by chunk in row order, so one and two threads agree to the bit.
+    dY, which, X, W = make(numpy.random.default_rng(13), 3000, 300, 3, 500, "float32", "int32")
+    _, dW_ref, db_ref = Ops().backprop_maxout_affine(dY, which, X, W)
+    results = []
+    for n in (1, 2):
+        with n_threads(n):
+            dW, db = maxout.backprop_maxout_dw(dY, which, X, 3)
+        # Sums of ~1,000 terms: rounding scales with the largest sums, not with each one.
+        numpy.testing.assert_allclose(dW, dW_ref, rtol=2e-5, atol=2e-6 * abs(dW_ref).max())
+        numpy.testing.assert_allclose(db, db_ref, rtol=2e-5, atol=2e-6 * abs(db_ref).max())
+        results.append((dW.tobytes(), db.tobytes()))
+    assert results[0] == results[1]
+
 @pytest.mark.parametrize("dtype,itype", [("float32", "int32"), ("float32", "int64"), ("float64", "int32")])
 @pytest.mark.parametrize("nP", [2, 5])
 def test_dx_kernel_over_several_row_chunks_and_output_blocks(dtype, itype, nP):

@@ -9,11 +9,12 @@ the live multiply-adds:
   columns in registers while o runs, over W's columns packed block by block into a 64-byte
   aligned buffer (AVX2 copies of 8-float vectors; on AVX-512, float32 with 16-float vectors).
 * dW[o, which[n, o]] += dY[n, o] * X[n] (and db likewise), two kernels:
-  - float32/int32 in the AVX2 and AVX-512 builds: rows 48 at a time, X's rows copied into a
-    64-byte aligned buffer, each output's rows grouped by winning piece (keeping row order),
-    then, for each block of 12 vectors of columns, each (o, p) summed over its rows in 12
-    registers and added to dW once per chunk. It beats the BLAS's dense product from 3 pieces
-    on (with AVX-512 while dW is at most 4 MiB; it reads and writes all of dW once per chunk).
+  - float32/int32 in the AVX2 and AVX-512 builds: rows 96 (AVX2) or 48 (AVX-512) at a time,
+    each output's rows grouped by winning piece (keeping row order); then, for each block of
+    12 vectors of columns, X's block copied into a 64-byte aligned buffer and each (o, p)
+    summed over its rows in 12 registers and added to dW once per chunk. The columns go in
+    passes whose part of dW stays in L2 while every chunk adds to it. It beats the BLAS's
+    dense product from 3 pieces on (with AVX-512 while dW is at most 4 MiB).
   - otherwise: 8 outputs at a time, their sums for a block of columns in L1 while each row of
     X (copied chunk by chunk into a buffer of ours) is read once per group. Bound by one store
     per multiply-add, it beats the BLAS from 3 pieces on.
@@ -261,28 +262,46 @@ cdef extern from *:
 
     /* dW and db for float32 / int32 with the sums held in registers (AVX2 and AVX-512).
 
-       Rows go PLAIT_MX_RCHUNK at a time, their X rows copied into a 64-byte aligned buffer
-       (read in place, most vector loads straddled two cache lines). Within a chunk each
-       output's rows are grouped by their winner p (a counting sort that keeps row order),
-       with their dY values beside them. Then, block of 12 vectors of columns by block (the
-       chunk's X columns of one block stay in L1), for every (o, p): the block's sums start at
-       zero in 12 registers, take one fused multiply-add per row that chose p (no store), and
-       are added to dW[o, p] at the end. The store-per-multiply-add kernel above is bound by
-       its stores; this one by its loads and multiply-adds: 2026-11-27 on Emerald Rapids, the
-       text CNN's Maxout (3 pieces, 1400 rows), AVX2 at widths 128 / 256: 3.3 / 14.5 ms
-       against 4.3 / 17.0 for the store-bound kernel and 5.5 / 22.0 for the BLAS's product;
-       AVX-512 at widths 256 / 512: 9.1 / 41.8 ms against 11.2 / 43.6 for the BLAS and
-       12.6 / 65.5 for a version with chunks of 16 rows and whole rows of columns.
-       Each (o, p) sum depends only on its own rows in order, so the split of outputs between
-       threads changes nothing. Returns 0 when its buffers cannot be allocated. */
-    #define PLAIT_MX_RCHUNK 48
+       Rows go PLAIT_MX_RCHUNK at a time. Within a chunk each output's rows are grouped by
+       their winner p (a counting sort that keeps row order), with their dY values beside
+       them. Then, block of 12 vectors of columns by block, for every (o, p): the block's sums
+       start at zero in 12 registers, take one fused multiply-add per row that chose p (no
+       store), and are added to dW[o, p] at the end. The chunk's X columns of the block, copied
+       into a 64-byte aligned buffer (read in place, most vector loads straddled two cache
+       lines), stay in L1 meanwhile.
+
+       Every chunk adds to every (o, p) row of dW, so the loops keep that traffic in L2: the
+       columns go in passes of whole blocks whose dW columns fit in PLAIT_MX_DW_L2 bytes, and
+       within a pass every chunk of a group of rows (as many chunks as have lists within
+       PLAIT_MX_LIST_BYTES; each chunk's lists are made once per group) adds into the same
+       pass of dW. Taking each chunk across all columns at once instead read and wrote all of
+       dW per chunk: at width 512 (nO 512, nI 1536, dW 9 MiB) that went to L3 30 times a batch
+       and the kernel ran at 34 GFLOP/s of the AVX2 core's 85.
+
+       The store-per-multiply-add kernel above is bound by its stores; this one by its loads
+       and multiply-adds: 2026-11-27 on Emerald Rapids, the text CNN's Maxout (3 pieces, 1400
+       rows), AVX2 at widths 128 / 256: 3.3 / 14.5 ms against 4.3 / 17.0 for the store-bound
+       kernel and 5.5 / 22.0 for the BLAS's product (before the passes). Each (o, p) sum
+       depends only on its own rows, taken chunk by chunk in row order, so neither the split
+       of outputs between threads nor the passes change a bit. Returns 0 when its buffers
+       cannot be allocated. */
+    /* Rows per chunk for vectors of L floats: the chunk's X columns of one block (12 vectors
+       a row) take 36 KiB, within L1's 48 (96 rows with AVX2, 48 with AVX-512). Longer lists
+       than 48 rows (16 a list on average with 3 pieces) made the AVX2 kernel 5-12% faster at
+       widths 256-512; with AVX-512, 96 rows spilled the block out of L1 (w256 15.0 ms against
+       the BLAS's 11.0). */
+    #define PLAIT_MX_RCHUNK(L) (768 / (L))
+    #define PLAIT_MX_DW_L2 (768 << 10)
+    #define PLAIT_MX_LIST_BYTES (4 << 20)
+    _Static_assert(PLAIT_MX_RCHUNK(8) <= 256 && PLAIT_MX_RCHUNK(16) <= 256,
+                   "a row's index in its chunk is kept in one byte");
     #define PLAIT_MX_DW2_BLOCK(VT, L, NV)                                                        \\
         for (; j + NV * L <= j1; j += NV * L) {                                                  \\
             VT s[NV];                                                                            \\
             _Pragma("GCC unroll 16") for (int v = 0; v < NV; ++v) s[v] = (VT){0};                \\
             for (int t = 0; t < cnt; ++t) {                                                      \\
                 const float a = gs[t];                                                           \\
-                const VT *x = (const VT *)(xb + rows[t] * ldx + j);                              \\
+                const VT *x = (const VT *)(xb + rows[t] * ldx + (j - jp0));                      \\
                 _Pragma("GCC unroll 16") for (int v = 0; v < NV; ++v) s[v] += a * x[v];          \\
             }                                                                                    \\
             VT *d = (VT *)(dw + j);                                                              \\
@@ -293,66 +312,98 @@ cdef extern from *:
                                        float *dW, float *db, Py_ssize_t o0, Py_ssize_t o1,       \\
                                        Py_ssize_t nB, Py_ssize_t nO, Py_ssize_t nP,              \\
                                        Py_ssize_t nI) {                                          \\
-        const Py_ssize_t nL = (o1 - o0) * nP, ldx = (nI + L - 1) / L * L + L;                   \\
-        float *xb = (float *)aligned_alloc(64, (size_t)(PLAIT_MX_RCHUNK * ldx) * sizeof(float)); \\
-        /* The chunk's (o, p) lists side by side: list l at start[l], count[l] entries of a     \\
-           row (its index in the chunk) and its dY value. */                                     \\
-        const Py_ssize_t nE = PLAIT_MX_RCHUNK * (o1 - o0);                                       \\
-        int32_t *ints = (int32_t *)malloc((size_t)(nE + 2 * nL + 1) * sizeof(int32_t));          \\
+        const Py_ssize_t nL = (o1 - o0) * nP, JB = 12 * L, RC = PLAIT_MX_RCHUNK(L);              \\
+        /* Columns per pass: whole blocks, as many as keep the pass's dW in L2 (at least one). */ \\
+        const Py_ssize_t pass_row = (nL > 0 ? nL : 1) * JB * (Py_ssize_t)sizeof(float);          \\
+        Py_ssize_t JP = PLAIT_MX_DW_L2 / pass_row * JB;                                          \\
+        if (JP < JB) JP = JB;                                                                    \\
+        if (JP > nI) JP = nI;                                                                    \\
+        const Py_ssize_t ldx = (JP + L - 1) / L * L + L;                                         \\
+        /* Chunks per group: as many as have their lists (a row byte and a dY value per output   \\
+           and row) within PLAIT_MX_LIST_BYTES, and no more than the batch has. */               \\
+        const Py_ssize_t per_chunk = RC * (o1 - o0);                                             \\
+        Py_ssize_t GC = PLAIT_MX_LIST_BYTES / ((per_chunk > 0 ? per_chunk : 1) * 5);             \\
+        const Py_ssize_t n_chunks = (nB + RC - 1) / RC;                                          \\
+        if (GC > n_chunks) GC = n_chunks;                                                        \\
+        if (GC < 1) GC = 1;                                                                      \\
+        const Py_ssize_t nE = GC * per_chunk;                                                    \\
+        float *xb = (float *)aligned_alloc(64, (size_t)(RC * ldx) * sizeof(float));              \\
+        /* The group's (chunk, o, p) lists side by side: list l of chunk c from start[c][l] to   \\
+           start[c][l + 1], each entry a row (its index in the chunk) and its dY value. */       \\
+        int32_t *start = (int32_t *)malloc((size_t)(GC * (nL + 1) + nL) * sizeof(int32_t));      \\
+        uint8_t *rows_of = (uint8_t *)malloc((size_t)(nE > 0 ? nE : 1));                         \\
         float *g_of = (float *)malloc((size_t)(nE > 0 ? nE : 1) * sizeof(float));                \\
-        if (ints == NULL || xb == NULL || g_of == NULL) {                                        \\
-            free(ints); free(xb); free(g_of); return 0;                                          \\
+        if (start == NULL || rows_of == NULL || xb == NULL || g_of == NULL) {                    \\
+            free(start); free(rows_of); free(xb); free(g_of); return 0;                          \\
         }                                                                                        \\
-        int32_t *rows_of = ints, *count = ints + nE, *start = count + nL;                        \\
-        const Py_ssize_t JB = 12 * L;                                                            \\
-        memset(dW + o0 * nP * nI, 0, (size_t)(nL * nI) * sizeof(float));                        \\
+        int32_t *count = start + GC * (nL + 1);                                                  \\
+        memset(dW + o0 * nP * nI, 0, (size_t)(nL * nI) * sizeof(float));                         \\
         for (Py_ssize_t r = o0 * nP; r < o1 * nP; ++r) db[r] = 0.0f;                             \\
-        for (Py_ssize_t c0 = 0; c0 < nB; c0 += PLAIT_MX_RCHUNK) {                                \\
-            const Py_ssize_t c1 = c0 + PLAIT_MX_RCHUNK < nB ? c0 + PLAIT_MX_RCHUNK : nB;         \\
-            for (Py_ssize_t n = c0; n < c1; ++n)                                                 \\
-                memcpy(xb + (n - c0) * ldx, X + n * nI, (size_t)nI * sizeof(float));             \\
-            for (Py_ssize_t l = 0; l < nL; ++l) count[l] = 0;                                    \\
-            for (Py_ssize_t n = c0; n < c1; ++n) {                                               \\
-                const int32_t *w = which + n * nO;                                               \\
-                for (Py_ssize_t o = o0; o < o1; ++o) count[(o - o0) * nP + w[o]]++;              \\
-            }                                                                                    \\
-            start[0] = 0;                                                                        \\
-            for (Py_ssize_t l = 0; l < nL; ++l) { start[l + 1] = start[l] + count[l]; count[l] = 0; } \\
-            /* Row by row, so each list is in row order. db's sums are taken here, in row        \\
-               order too. */                                                                     \\
-            for (Py_ssize_t n = c0; n < c1; ++n) {                                               \\
-                const int32_t *w = which + n * nO;                                               \\
-                const float *g = dY + n * nO;                                                    \\
-                for (Py_ssize_t o = o0; o < o1; ++o) {                                           \\
-                    const Py_ssize_t l = (o - o0) * nP + w[o];                                   \\
-                    const int32_t e = start[l] + count[l]++;                                     \\
-                    rows_of[e] = (int32_t)(n - c0);                                              \\
-                    g_of[e] = g[o];                                                              \\
-                    db[o0 * nP + l] += g[o];                                                     \\
+        for (Py_ssize_t g0 = 0; g0 < nB; g0 += GC * RC) {                                        \\
+            const Py_ssize_t g1 = g0 + GC * RC < nB ? g0 + GC * RC : nB;                         \\
+            Py_ssize_t base = 0;                                                                 \\
+            for (Py_ssize_t c0 = g0, ci = 0; c0 < g1; c0 += RC, ++ci) {                          \\
+                const Py_ssize_t c1 = c0 + RC < g1 ? c0 + RC : g1;                               \\
+                int32_t *st = start + ci * (nL + 1);                                             \\
+                for (Py_ssize_t l = 0; l < nL; ++l) count[l] = 0;                                \\
+                for (Py_ssize_t n = c0; n < c1; ++n) {                                           \\
+                    const int32_t *w = which + n * nO;                                           \\
+                    for (Py_ssize_t o = o0; o < o1; ++o) count[(o - o0) * nP + w[o]]++;          \\
                 }                                                                                \\
-            }                                                                                    \\
-            for (Py_ssize_t j0 = 0; j0 < nI; j0 += JB) {                                         \\
-                const Py_ssize_t j1 = j0 + JB < nI ? j0 + JB : nI;                               \\
+                st[0] = (int32_t)base;                                                           \\
                 for (Py_ssize_t l = 0; l < nL; ++l) {                                            \\
-                    const int cnt = count[l];                                                    \\
-                    if (cnt == 0) continue;                                                      \\
-                    const int32_t *rows = rows_of + start[l];                                    \\
-                    const float *gs = g_of + start[l];                                           \\
-                    float *dw = dW + (o0 * nP + l) * nI;                                         \\
-                    Py_ssize_t j = j0;                                                           \\
-                    PLAIT_MX_DW2_BLOCK(VT, L, 12)                                                \\
-                    PLAIT_MX_DW2_BLOCK(VT, L, 4)                                                 \\
-                    PLAIT_MX_DW2_BLOCK(VT, L, 1)                                                 \\
-                    for (; j < j1; ++j) {                                                        \\
-                        float sj = 0.0f;                                                         \\
-                        for (int t = 0; t < cnt; ++t) sj += gs[t] * xb[rows[t] * ldx + j];       \\
-                        dw[j] += sj;                                                             \\
+                    st[l + 1] = st[l] + count[l];                                                \\
+                    count[l] = 0;                                                                \\
+                }                                                                                \\
+                base = st[nL];                                                                   \\
+                /* Row by row, so each list is in row order. db's sums are taken here, in row    \\
+                   order too. */                                                                 \\
+                for (Py_ssize_t n = c0; n < c1; ++n) {                                           \\
+                    const int32_t *w = which + n * nO;                                           \\
+                    const float *g = dY + n * nO;                                                \\
+                    for (Py_ssize_t o = o0; o < o1; ++o) {                                       \\
+                        const Py_ssize_t l = (o - o0) * nP + w[o];                               \\
+                        const int32_t e = st[l] + count[l]++;                                    \\
+                        rows_of[e] = (uint8_t)(n - c0);                                          \\
+                        g_of[e] = g[o];                                                          \\
+                        db[o0 * nP + l] += g[o];                                                 \\
                     }                                                                            \\
                 }                                                                                \\
             }                                                                                    \\
+            for (Py_ssize_t jp0 = 0; jp0 < nI; jp0 += JP) {                                      \\
+              const Py_ssize_t jp1 = jp0 + JP < nI ? jp0 + JP : nI;                              \\
+              for (Py_ssize_t c0 = g0, ci = 0; c0 < g1; c0 += RC, ++ci) {                        \\
+                const Py_ssize_t c1 = c0 + RC < g1 ? c0 + RC : g1;                               \\
+                const int32_t *st = start + ci * (nL + 1);                                       \\
+                for (Py_ssize_t n = c0; n < c1; ++n)                                             \\
+                    memcpy(xb + (n - c0) * ldx, X + n * nI + jp0,                                \\
+                           (size_t)(jp1 - jp0) * sizeof(float));                                 \\
+                for (Py_ssize_t j0 = jp0; j0 < jp1; j0 += JB) {                                  \\
+                    const Py_ssize_t j1 = j0 + JB < jp1 ? j0 + JB : jp1;                         \\
+                    for (Py_ssize_t l = 0; l < nL; ++l) {                                        \\
+                        const int cnt = st[l + 1] - st[l];                                       \\
+                        if (cnt == 0) continue;                                                  \\
+                        const uint8_t *rows = rows_of + st[l];                                   \\
+                        const float *gs = g_of + st[l];                                          \\
+                        float *dw = dW + (o0 * nP + l) * nI;                                     \\
+                        Py_ssize_t j = j0;                                                       \\
+                        PLAIT_MX_DW2_BLOCK(VT, L, 12)                                            \\
+                        PLAIT_MX_DW2_BLOCK(VT, L, 4)                                             \\
+                        PLAIT_MX_DW2_BLOCK(VT, L, 1)                                             \\
+                        for (; j < j1; ++j) {                                                    \\
+                            float sj = 0.0f;                                                     \\
+                            for (int t = 0; t < cnt; ++t)                                        \\
+                                sj += gs[t] * xb[rows[t] * ldx + (j - jp0)];                     \\
+                            dw[j] += sj;                                                         \\
+                        }                                                                        \\
+                    }                                                                            \\
+                }                                                                                \\
+              }                                                                                  \\
+            }                                                                                    \\
         }                                                                                        \\
         free(g_of);                                                                              \\
-        free(ints);                                                                              \\
+        free(rows_of);                                                                           \\
+        free(start);                                                                             \\
         free(xb);                                                                                \\
         return 1;                                                                                \\
     }
@@ -596,13 +647,16 @@ def sparse_dw_min_pieces():
     return 3
 
 
-# The register-sum kernels read and write all of dW (nO x nP x nI) once per chunk of
-# PLAIT_MX_RCHUNK rows. Measured on Emerald Rapids (2 MiB of L2 per core; minimum of 15
-# alternating calls, 2026-11-27, text CNN shapes, 3 pieces): with AVX-512 the sparse kernel
-# against the BLAS at width 128 (dW 576 KiB) 2.3 against 3.6 ms, 256 (2.3 MiB) 9.9 against
-# 11.3, 512 (9 MiB) 44.9 against 44.9 (350 rows: 11.9 against 13.6); with AVX2 (16 registers
-# of 8 floats, half the rate) it won at every width: 64 1.50 against 1.66, 256 13.9 against
-# 21.6, 512 64.5 against 85.9. So AVX-512 leaves a dW past 4 MiB to the BLAS.
+# Measured on Emerald Rapids (2 MiB of L2 per core; minimum of 15 alternating calls,
+# 2026-11-27, text CNN shapes, 3 pieces), before the register-sum kernels went over dW in
+# passes that stay in L2: with AVX-512 the sparse kernel against the BLAS at width 128 (dW
+# 576 KiB) 2.3 against 3.6 ms, 256 (2.3 MiB) 9.9 against 11.3, 512 (9 MiB) 44.9 against 44.9
+# (350 rows: 11.9 against 13.6); with AVX2 (16 registers of 8 floats, half the rate) it won at
+# every width: 64 1.50 against 1.66, 256 13.9 against 21.6, 512 64.5 against 85.9. With the
+# passes (2026-11-27, medians of 15 alternating calls against the kernel before): AVX-512
+# the same bits, 0.88-0.92 of the time at widths 128-256 and even at 512 (1400 rows: 47.3 ms
+# against the BLAS's 43.4-46.2, a tie); AVX2 0.88-0.95 at widths 256-512. So AVX-512 still
+# leaves a dW past 4 MiB to the BLAS.
 cdef Py_ssize_t _V4_SPARSE_DW_MAX_BYTES = 4 << 20
 
 
