@@ -972,9 +972,11 @@ def _backward_impl(const floating[:, ::1] dY, const floating[::1] params, const 
     cdef int n_steps = <int>numpy.count_nonzero(sizes)
     dtype = numpy.float32 if floating is float else numpy.float64
     d_params_arr = numpy.zeros((params.shape[0],), dtype=dtype)
-    dX_arr = numpy.zeros((N, nI), dtype=dtype)
     if N == 0:
-        return dX_arr, d_params_arr
+        return numpy.zeros((N, nI), dtype=dtype), d_params_arr
+    # Every row is written (the first layer's input product, not accumulated), so no zeros:
+    # from numpy.empty a large dX reuses a freed block (block_cache) instead of fresh pages.
+    dX_arr = numpy.empty((N, nI), dtype=dtype)
     cdef int64_t n_work = _bwd_work(N, nO, nB)
     work_arr = numpy.empty((dirs * n_work,), dtype=dtype)
     dXbuf_arr = numpy.empty((2 * N * dirs * nO if depth > 1 else 1,), dtype=dtype)
