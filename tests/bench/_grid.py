@@ -1,5 +1,6 @@
 """Running one of bench/'s in-process scripts for a smoke test (dense_gemm_grid.py,
-lstm_products.py, block_cache.py): --quick, JSON written; the rows of its printed tables."""
+lstm_products.py, block_cache.py, maxout_kernels.py): --quick, JSON written; the rows of its
+printed tables."""
 import json
 import subprocess
 import sys
