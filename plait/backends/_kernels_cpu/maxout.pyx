@@ -88,21 +88,22 @@ cdef extern from *:
         if (o0 == 0) { A##0 = zero; A##1 = zero; A##2 = zero; A##3 = zero; }                     \\
         else { A##0 = P[0]; A##1 = P[1]; A##2 = P[2]; A##3 = P[3]; }
     #define PLAIT_DEFINE_MX_DX(T, VT, I, SUF, L)                                                 \\
-    static PLAIT_MX_CLONES void plait_mx_dx_##SUF(                                               \\
+    static PLAIT_MX_CLONES Py_ssize_t plait_mx_dx_cols_##SUF(                                   \\
             const T *dY, const I *which, const T *W, T *dX, Py_ssize_t n0, Py_ssize_t n1,        \\
-            Py_ssize_t nO, Py_ssize_t nP, Py_ssize_t nI) {                                       \\
+            Py_ssize_t nO, Py_ssize_t nP, Py_ssize_t nI, Py_ssize_t jstart, int tail) {          \\
         const Py_ssize_t J4 = nI - nI % (4 * L);                                                 \\
         /* Column blocks outside, rows inside: the W columns of one block are packed into one    \\
            contiguous buffer (nO * nP rows of 4 vectors); read in place, rows nI apart fell      \\
            into too few cache sets. */                                                           \\
         /* 64-byte aligned, so no vector load of it straddles two cache lines. */             \
-        T *pack = J4 ? (T *)aligned_alloc(64, (size_t)(nO * nP * 4 * L) * sizeof(T)) : NULL;     \\
+        T *pack = J4 > jstart ? (T *)aligned_alloc(64, (size_t)(nO * nP * 4 * L) * sizeof(T))    \\
+                              : NULL;                                                            \\
         const T *Wp = pack;                                                                      \\
         const Py_ssize_t ld = 4 * L;                                                             \\
         Py_ssize_t OB = PLAIT_MX_DX_L1 / (nP * ld * (Py_ssize_t)sizeof(T));                      \\
         if (OB < 8) OB = 8;                                                                      \\
         const VT zero = {0};                                                                     \\
-        for (Py_ssize_t j0 = 0; pack != NULL && j0 < J4; j0 += 4 * L) {                          \\
+        for (Py_ssize_t j0 = jstart; pack != NULL && j0 < J4; j0 += 4 * L) {                     \\
           for (Py_ssize_t r = 0; r < nO * nP; ++r)                                               \\
             memcpy(pack + r * ld, W + r * nI + j0, (size_t)ld * sizeof(T));                      \\
           for (Py_ssize_t k0 = n0; k0 < n1; k0 += PLAIT_MX_DX_ROWS) {                            \\
@@ -146,10 +147,17 @@ cdef extern from *:
         }                                                                                        \\
         free(pack);                                                                              \\
         /* Without the buffer (out of memory) every column takes the per-row path below. */      \\
-        const Py_ssize_t done = pack != NULL ? J4 : 0;                                           \\
-        if (done < nI)                                                                           \\
+        const Py_ssize_t done = pack != NULL ? J4 : jstart;                                      \\
+        if (tail && done < nI)                                                                   \\
             for (Py_ssize_t n = n0; n < n1; ++n)                                                 \\
                 plait_mx_dx_tail_##SUF(dY, which, W, dX, n, nO, nP, nI, done);                   \\
+        return done;                                                                             \\
+    }                                                                                            \\
+    /* All columns of rows n0..n1-1. */                                                          \\
+    static inline void plait_mx_dx_##SUF(const T *dY, const I *which, const T *W, T *dX,         \\
+                                         Py_ssize_t n0, Py_ssize_t n1, Py_ssize_t nO,            \\
+                                         Py_ssize_t nP, Py_ssize_t nI) {                         \\
+        plait_mx_dx_cols_##SUF(dY, which, W, dX, n0, n1, nO, nP, nI, 0, 1);                      \\
     }
 
     /* Columns J4..nI-1 of row n. */
@@ -375,9 +383,13 @@ cdef extern from *:
               for (Py_ssize_t c0 = g0, ci = 0; c0 < g1; c0 += RC, ++ci) {                        \\
                 const Py_ssize_t c1 = c0 + RC < g1 ? c0 + RC : g1;                               \\
                 const int32_t *st = start + ci * (nL + 1);                                       \\
-                for (Py_ssize_t n = c0; n < c1; ++n)                                             \\
+                for (Py_ssize_t n = c0; n < c1; ++n) {                                           \\
                     memcpy(xb + (n - c0) * ldx, X + n * nI + jp0,                                \\
                            (size_t)(jp1 - jp0) * sizeof(float));                                 \\
+                    /* Zeros up to the next whole vector, which the last columns read. */        \\
+                    for (Py_ssize_t q = jp1 - jp0; q < (jp1 - jp0 + L - 1) / L * L; ++q)         \\
+                        xb[(n - c0) * ldx + q] = 0.0f;                                           \\
+                }                                                                                \\
                 for (Py_ssize_t j0 = jp0; j0 < jp1; j0 += JB) {                                  \\
                     const Py_ssize_t j1 = j0 + JB < jp1 ? j0 + JB : jp1;                         \\
                     for (Py_ssize_t l = 0; l < nL; ++l) {                                        \\
@@ -390,11 +402,13 @@ cdef extern from *:
                         PLAIT_MX_DW2_BLOCK(VT, L, 12)                                            \\
                         PLAIT_MX_DW2_BLOCK(VT, L, 4)                                             \\
                         PLAIT_MX_DW2_BLOCK(VT, L, 1)                                             \\
-                        for (; j < j1; ++j) {                                                    \\
-                            float sj = 0.0f;                                                     \\
+                        /* The last < L columns: one whole vector read from the buffer           \\
+                           (its rows padded with zeros), only the real lanes stored. */          \\
+                        if (j < j1) {                                                            \\
+                            VT sv = (VT){0};                                                     \\
                             for (int t = 0; t < cnt; ++t)                                        \\
-                                sj += gs[t] * xb[rows[t] * ldx + (j - jp0)];                     \\
-                            dw[j] += sj;                                                         \\
+                                sv += gs[t] * *(const VT *)(xb + rows[t] * ldx + (j - jp0));     \\
+                            for (Py_ssize_t q = 0; q < j1 - j; ++q) dw[j + q] += sv[q];          \\
                         }                                                                        \\
                     }                                                                            \\
                 }                                                                                \\
@@ -443,7 +457,7 @@ cdef extern from *:
         return known;
     }
     #else
-    #define plait_mx_dx_f32_i32_v4 plait_mx_dx_f32_i32
+    #define plait_mx_dx_cols_f32_i32_v4 plait_mx_dx_cols_f32_i32
     static int plait_mx_has_v4(void) { return 0; }
     static int plait_mx_dw2_f32_i32_v4(const float *dY, const int32_t *which, const float *X,
                                        float *dW, float *db, Py_ssize_t o0, Py_ssize_t o1,
@@ -451,11 +465,15 @@ cdef extern from *:
         return 0;
     }
     #endif
+    /* With AVX-512, the blocks of 64 columns, then the AVX2 kernel's blocks of 32 for the rest
+       (spaCy's tok2vec Maxout has 288 inputs: 256 + 32) and its per-row path after those. */
     static void plait_mx_dx_f32_i32_best(const float *dY, const int32_t *which, const float *W,
                                          float *dX, Py_ssize_t n0, Py_ssize_t n1, Py_ssize_t nO,
                                          Py_ssize_t nP, Py_ssize_t nI) {
-        if (plait_mx_has_v4()) plait_mx_dx_f32_i32_v4(dY, which, W, dX, n0, n1, nO, nP, nI);
-        else plait_mx_dx_f32_i32(dY, which, W, dX, n0, n1, nO, nP, nI);
+        Py_ssize_t done = 0;
+        if (plait_mx_has_v4())
+            done = plait_mx_dx_cols_f32_i32_v4(dY, which, W, dX, n0, n1, nO, nP, nI, 0, 0);
+        plait_mx_dx_cols_f32_i32(dY, which, W, dX, n0, n1, nO, nP, nI, done, 1);
     }
     """
     int plait_mx_max_threads() nogil
