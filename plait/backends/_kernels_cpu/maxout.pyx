@@ -14,7 +14,7 @@ the live multiply-adds:
     12 vectors of columns, X's block copied into a 64-byte aligned buffer and each (o, p)
     summed over its rows in 12 registers and added to dW once per chunk. The columns go in
     passes whose part of dW stays in L2 while every chunk adds to it. It beats the BLAS's
-    dense product from 3 pieces on (with AVX-512 while dW is at most 4 MiB and from 384 inputs).
+    dense product from 3 pieces on (with AVX-512 while dW is at most 4 MiB).
   - otherwise: 8 outputs at a time, their sums for a block of columns in L1 while each row of
     X (copied chunk by chunk into a buffer of ours) is read once per group. Bound by one store
     per multiply-add, it beats the BLAS from 3 pieces on.
@@ -676,21 +676,15 @@ def sparse_dw_min_pieces():
 # against the BLAS's 43.4-46.2, a tie); AVX2 0.88-0.95 at widths 256-512. So AVX-512 still
 # leaves a dW past 4 MiB to the BLAS.
 cdef Py_ssize_t _V4_SPARSE_DW_MAX_BYTES = 4 << 20
-# And under two 192-column blocks of inputs the AVX-512 kernel loses to the BLAS too
-# (`bench/maxout_kernels.py`, 2026-11-27, 21 rounds, 3 pieces, 350 / 1,400 rows: width 64 (192
-# inputs) 1.08-1.11 of the BLAS's time, width 96 (288, spaCy's tok2vec) 1.07-1.16; width 128
-# (384) 0.86-0.88, 160 0.91-0.95, 192 0.83-0.86). AVX2 wins at every width (0.68-0.91).
-cdef Py_ssize_t _V4_SPARSE_DW_MIN_INPUTS = 384
 
 
 def sparse_dw_wanted(Py_ssize_t nO, Py_ssize_t nP, Py_ssize_t nI, Py_ssize_t itemsize):
     """Whether backprop_maxout_dw beats the dense BLAS product for a dW of (nO, nP, nI) values of
     `itemsize` bytes: from sparse_dw_min_pieces() pieces, and on AVX-512 only while dW is at
-    most 4 MiB and the inputs are at least 384 (see above)."""
+    most 4 MiB (see above)."""
     if nP < sparse_dw_min_pieces():
         return False
-    if plait_mx_has_v4() and (nO * nP * nI * itemsize > _V4_SPARSE_DW_MAX_BYTES
-                              or nI < _V4_SPARSE_DW_MIN_INPUTS):
+    if plait_mx_has_v4() and nO * nP * nI * itemsize > _V4_SPARSE_DW_MAX_BYTES:
         return False
     return True
 
