@@ -6,7 +6,9 @@ Only the winning piece of each Maxout output has a gradient, so plait's kernels
 (3 pieces): dW = dZ.T @ X and dX = dZ @ W over the (rows, nO * nP) piece gradients dZ. This
 script times, in one process and one thread, at the text CNN's shapes (nO = width, nI = 3 x
 width after expand_window), per round and in turn: `backprop_maxout_dw`, `backprop_maxout_dx`
-and the two dense products through numpy's BLAS. With `--against DIR` it also times another
+and the dense alternatives NumpyOps would take instead: for dW the piece gradients dZ
+(`backprop_maxout`), the product through the BLAS and db as dZ's column sums; for dX the product
+alone (dZ made beforehand). With `--against DIR` it also times another
 build of the maxout module (DIR holds a `maxout*.so`, e.g. copied from a build of an earlier
 commit) in the same rounds, for an A/B of a kernel change. It prints the median milliseconds of
 each, the GFLOP/s of the live multiply-adds (2 x rows x nO x nI; the dense products' own
@@ -61,7 +63,8 @@ def _parse(argv):
 
 def _load_other(folder):
     """The maxout module built in `folder`, loaded beside the package's own."""
-    found = sorted(glob.glob(os.path.join(folder, "maxout*.so")) + glob.glob(os.path.join(folder, "maxout*.pyd")))
+    found = sorted(glob.glob(os.path.join(folder, "maxout*.so"))
+                   + glob.glob(os.path.join(folder, "maxout*.pyd")))
     if not found:
         sys.exit(f"bench/maxout_kernels.py: --against {folder!r} holds no maxout*.so; copy one there from "
                  f"plait/backends/_kernels_cpu/_<isa>/ of the build to compare")
@@ -77,18 +80,24 @@ def _clock(fn):
     return time.process_time() - start
 
 
-def measure(maxout, other, nO, nP, nI, nB, rounds, rng):
+def measure(maxout, other, ops, nO, nP, nI, nB, rounds, rng):
     dY = rng.standard_normal((nB, nO), dtype=numpy.float32)
     which = rng.integers(0, nP, (nB, nO)).astype(numpy.int32)
     X = rng.standard_normal((nB, nI), dtype=numpy.float32)
     W = rng.standard_normal((nO, nP, nI), dtype=numpy.float32)
-    dZ = numpy.zeros((nB, nO * nP), dtype=numpy.float32)
-    dZ.reshape(nB, nO, nP)[numpy.arange(nB)[:, None], numpy.arange(nO)[None, :], which] = dY
+    dZ = ops.backprop_maxout(dY, which, nP).reshape((nB, nO * nP))
     W2 = W.reshape(nO * nP, nI)
+
+    def dense_dw():
+        # What NumpyOps does when it leaves dW to the BLAS: the piece gradients, the product,
+        # and db as their column sums.
+        dZ = ops.backprop_maxout(dY, which, nP).reshape((nB, nO * nP))
+        return ops.gemm(dZ, X, trans1=True), dZ.sum(axis=0)
+
     calls = {
         "plait dW": lambda: maxout.backprop_maxout_dw(dY, which, X, nP),
         "plait dX": lambda: maxout.backprop_maxout_dx(dY, which, W),
-        "BLAS dW": lambda: dZ.T @ X,
+        "dense dW": dense_dw,
         "BLAS dX": lambda: dZ @ W2,
     }
     if other is not None:
@@ -111,7 +120,7 @@ def measure(maxout, other, nO, nP, nI, nB, rounds, rng):
     row = dict(width=nO, nI=nI, pieces=nP, rows=nB,
                ms={k: statistics.median(v) * 1e3 for k, v in times.items()},
                live_gflops={k: live / max(min(v), 1e-9) / 1e9 for k, v in times.items()},
-               dw_vs_blas=ratio("plait dW", "BLAS dW"), dx_vs_blas=ratio("plait dX", "BLAS dX"))
+               dw_vs_dense=ratio("plait dW", "dense dW"), dx_vs_blas=ratio("plait dX", "BLAS dX"))
     if other is not None:
         row["dw_vs_other"] = ratio("plait dW", "other dW")
         row["dx_vs_other"] = ratio("plait dX", "other dX")
@@ -120,18 +129,20 @@ def measure(maxout, other, nO, nP, nI, nB, rounds, rng):
 
 def main(argv=None):
     args = _parse(argv)
-    from plait.backends import _kernels_cpu, set_num_threads
+    from plait.backends import NumpyOps, _kernels_cpu, set_num_threads
     from plait.backends._kernels_cpu import maxout
 
     set_num_threads(1)
     other = _load_other(args.against) if args.against else None
+    ops = NumpyOps()
     rng = numpy.random.default_rng(args.seed)
     summary = H.machine_summary()
     print(f"# Maxout backward, {args.pieces} pieces, nI = 3 x width; CPU ms, median of {args.rounds} "
           f"rounds (calls in rotating order)\ncpu={summary['cpu']}  build={_kernels_cpu.ISA}  1 thread  "
           f"environment pins: {summary['blas_env'] or 'none'}  plait@{summary['plait_commit']}"
           + (f"  other build: {args.against}" if other else ""))
-    head = "| width | rows | plait dW | BLAS dW | dW / BLAS | plait dX | BLAS dX | dX / BLAS | live GFLOP/s dW, dX |"
+    head = ("| width | rows | plait dW | dense dW | dW / dense | plait dX | BLAS dX | dX / BLAS "
+            "| live GFLOP/s dW, dX |")
     if other:
         head += " dW / other | dX / other |"
     print(head)
@@ -139,10 +150,11 @@ def main(argv=None):
     rows = []
     for width in args.widths:
         for nB in args.rows:
-            row = measure(maxout, other, width, args.pieces, 3 * width, nB, args.rounds, rng)
+            row = measure(maxout, other, ops, width, args.pieces, 3 * width, nB, args.rounds, rng)
             rows.append(row)
             ms, gf = row["ms"], row["live_gflops"]
-            line = (f"| {width} | {nB} | {ms['plait dW']:.2f} | {ms['BLAS dW']:.2f} | {row['dw_vs_blas']:.3f} | "
+            line = (f"| {width} | {nB} | {ms['plait dW']:.2f} | {ms['dense dW']:.2f} | "
+                    f"{row['dw_vs_dense']:.3f} | "
                     f"{ms['plait dX']:.2f} | {ms['BLAS dX']:.2f} | {row['dx_vs_blas']:.3f} | "
                     f"{gf['plait dW']:.0f}, {gf['plait dX']:.0f} |")
             if other:
