@@ -12,7 +12,9 @@ alone (dZ made beforehand). With `--against DIR` it also times another
 build of the maxout module (DIR holds a `maxout*.so`, e.g. copied from a build of an earlier
 commit) in the same rounds, for an A/B of a kernel change. It prints the median milliseconds of
 each, the GFLOP/s of the live multiply-adds (2 x rows x nO x nI; the dense products' own
-arithmetic is nP times that), and the median over rounds of the per-round ratios.
+arithmetic is nP times that), and the median over rounds of the per-round ratios, among them
+the whole backward (dX + dW) with the sparse dW against it with the dense one, the choice
+`maxout.sparse_dw_wanted` makes.
 
     .venv/bin/python bench/maxout_kernels.py [--widths 64,128,256,512] [--rows 350,1400]
         [--pieces 3] [--rounds 15] [--against DIR] [--json PATH]
@@ -117,7 +119,11 @@ def measure(maxout, other, ops, nO, nP, nI, nB, rounds, rng):
     def ratio(a, b):
         return statistics.median(x / y for x, y in zip(times[a], times[b]) if y > 0)
 
-    row = dict(width=nO, nI=nI, pieces=nP, rows=nB,
+    # The whole Ops.backprop_maxout_affine on each dW path (dX is the sparse kernel's on both):
+    # what `maxout.sparse_dw_wanted` decides between.
+    op = statistics.median((x + w) / (x + d) for x, w, d in zip(times["plait dX"], times["plait dW"],
+                                                               times["dense dW"]) if x + d > 0)
+    row = dict(width=nO, nI=nI, pieces=nP, rows=nB, op_sparse_vs_dense_dw=op,
                ms={k: statistics.median(v) * 1e3 for k, v in times.items()},
                live_gflops={k: live / max(min(v), 1e-9) / 1e9 for k, v in times.items()},
                dw_vs_dense=ratio("plait dW", "dense dW"), dx_vs_blas=ratio("plait dX", "BLAS dX"))
@@ -142,7 +148,7 @@ def main(argv=None):
           f"environment pins: {summary['blas_env'] or 'none'}  plait@{summary['plait_commit']}"
           + (f"  other build: {args.against}" if other else ""))
     head = ("| width | rows | plait dW | dense dW | dW / dense | plait dX | BLAS dX | dX / BLAS "
-            "| live GFLOP/s dW, dX |")
+            "| live GFLOP/s dW, dX | op, sparse / dense dW |")
     if other:
         head += " dW / other | dX / other |"
     print(head)
@@ -156,7 +162,7 @@ def main(argv=None):
             line = (f"| {width} | {nB} | {ms['plait dW']:.2f} | {ms['dense dW']:.2f} | "
                     f"{row['dw_vs_dense']:.3f} | "
                     f"{ms['plait dX']:.2f} | {ms['BLAS dX']:.2f} | {row['dx_vs_blas']:.3f} | "
-                    f"{gf['plait dW']:.0f}, {gf['plait dX']:.0f} |")
+                    f"{gf['plait dW']:.0f}, {gf['plait dX']:.0f} | {row['op_sparse_vs_dense_dw']:.3f} |")
             if other:
                 line += f" {row['dw_vs_other']:.3f} | {row['dx_vs_other']:.3f} |"
             print(line, flush=True)

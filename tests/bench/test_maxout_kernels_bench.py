@@ -14,7 +14,7 @@ def test_quick_run_times_both_kernels_against_the_dense_paths(tmp_path):
     for r in data["rows"]:
         assert set(r["ms"]) == {"plait dW", "plait dX", "dense dW", "BLAS dX"}
         assert all(v > 0 for v in r["ms"].values())
-        assert r["dw_vs_dense"] > 0 and r["dx_vs_blas"] > 0
+        assert r["dw_vs_dense"] > 0 and r["dx_vs_blas"] > 0 and r["op_sparse_vs_dense_dw"] > 0
 
 
 def test_against_another_build_adds_its_ratios(tmp_path):
