@@ -55,7 +55,7 @@ class SeqKernels:
                 return super().backprop_maxout_affine(dY, which, X, W)
             nO, nP, nI = W.shape
             # The sparse dW kernel does 1/nP of the BLAS's arithmetic but less efficiently; it
-            # wins from 3 pieces, and on AVX-512 while dW is at most 4 MiB (measured; see
+            # wins from 3 pieces, and on AVX-512 while dW is at most 12 MiB (measured; see
             # sparse_dw_wanted).
             sparse = _maxout.sparse_dw_wanted(nO, nP, nI, X.dtype.itemsize)
             grads = _maxout.backprop_maxout_dw(dY, which, X, nP, False) if sparse else None

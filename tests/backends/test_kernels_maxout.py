@@ -209,5 +209,6 @@ def test_sparse_dw_rule_takes_few_pieces_to_the_blas_and_a_large_dw_too_on_avx51
     assert not maxout.sparse_dw_wanted(64, 2, 192, 4)
     assert maxout.sparse_dw_wanted(64, 3, 192, 4)  # the text CNN at width 64: 144 KiB of dW
     assert maxout.sparse_dw_wanted(256, 3, 768, 4)  # width 256: 2.3 MiB
-    # Width 512: 9 MiB of dW; only the AVX-512 build gives it up to the BLAS.
-    assert maxout.sparse_dw_wanted(512, 3, 1536, 4) is (_kernels_cpu.ISA != "avx512")
+    assert maxout.sparse_dw_wanted(512, 3, 1536, 4)  # width 512: 9 MiB
+    # Width 1024: 36 MiB of dW; only the AVX-512 build gives it up to the BLAS.
+    assert maxout.sparse_dw_wanted(1024, 3, 3072, 4) is (_kernels_cpu.ISA != "avx512")

@@ -14,7 +14,7 @@ the live multiply-adds:
     12 vectors of columns, X's block copied into a 64-byte aligned buffer and each (o, p)
     summed over its rows in 12 registers and added to dW once per chunk. The columns go in
     passes whose part of dW stays in L2 while every chunk adds to it. It beats the BLAS's
-    dense product from 3 pieces on (with AVX-512 while dW is at most 4 MiB).
+    dense product from 3 pieces on (with AVX-512 while dW is at most 12 MiB).
   - otherwise: 8 outputs at a time, their sums for a block of columns in L1 while each row of
     X (copied chunk by chunk into a buffer of ours) is read once per group. Bound by one store
     per multiply-add, it beats the BLAS from 3 pieces on.
@@ -665,23 +665,24 @@ def sparse_dw_min_pieces():
     return 3
 
 
-# Measured on Emerald Rapids (2 MiB of L2 per core; minimum of 15 alternating calls,
-# 2026-11-27, text CNN shapes, 3 pieces), before the register-sum kernels went over dW in
-# passes that stay in L2: with AVX-512 the sparse kernel against the BLAS at width 128 (dW
-# 576 KiB) 2.3 against 3.6 ms, 256 (2.3 MiB) 9.9 against 11.3, 512 (9 MiB) 44.9 against 44.9
-# (350 rows: 11.9 against 13.6); with AVX2 (16 registers of 8 floats, half the rate) it won at
-# every width: 64 1.50 against 1.66, 256 13.9 against 21.6, 512 64.5 against 85.9. With the
-# passes (2026-11-27, medians of 15 alternating calls against the kernel before): AVX-512
-# the same bits, 0.88-0.92 of the time at widths 128-256 and even at 512 (1400 rows: 47.3 ms
-# against the BLAS's 43.4-46.2, a tie); AVX2 0.88-0.95 at widths 256-512. So AVX-512 still
-# leaves a dW past 4 MiB to the BLAS.
-cdef Py_ssize_t _V4_SPARSE_DW_MAX_BYTES = 4 << 20
+# Measured on Emerald Rapids (2 MiB of L2 per core, 2026-11-27, text CNN shapes, 3 pieces).
+# Before the register-sum kernels went over dW in passes that stay in L2 (minimum of 15
+# alternating calls against the BLAS's product alone): with AVX-512 the sparse kernel won at
+# width 128 (dW 576 KiB) 2.3 against 3.6 ms and 256 (2.3 MiB) 9.9 against 11.3, and tied at
+# 512 (9 MiB) 44.9 against 44.9, hence a 4 MiB limit then; with AVX2 (16 registers of 8
+# floats, half the rate) it won at every width. With the passes, the whole backward (dX + dW;
+# the dense path also makes the piece gradients and db) with the sparse dW against the dense
+# one (bench/maxout_kernels.py, two runs of 21 rounds, 350 / 1,400 rows): width 384 (dW
+# 5 MiB) 0.89-0.90 / 0.86-0.89, 512 (9 MiB) 1.00-1.02 / 0.97, 576 (11 MiB) 1.03 / 0.94-0.95,
+# 640 (14 MiB) 1.02-1.07 / 0.98-0.99, 1024 (36 MiB) 1.03 / 0.92-0.97. So AVX-512 leaves a dW
+# past 12 MiB to the BLAS: a clear gain to width 384, about even from there to 12 MiB.
+cdef Py_ssize_t _V4_SPARSE_DW_MAX_BYTES = 12 << 20
 
 
 def sparse_dw_wanted(Py_ssize_t nO, Py_ssize_t nP, Py_ssize_t nI, Py_ssize_t itemsize):
     """Whether backprop_maxout_dw beats the dense BLAS product for a dW of (nO, nP, nI) values of
     `itemsize` bytes: from sparse_dw_min_pieces() pieces, and on AVX-512 only while dW is at
-    most 4 MiB (see above)."""
+    most 12 MiB (see above)."""
     if nP < sparse_dw_min_pieces():
         return False
     if plait_mx_has_v4() and nO * nP * nI * itemsize > _V4_SPARSE_DW_MAX_BYTES:
