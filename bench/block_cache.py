@@ -2,11 +2,12 @@
 """Training steps with numpy's own allocator against plait's cache of freed large blocks.
 
 plait/backends/block_cache.py makes numpy allocate through a cache of freed blocks of at least
-16 MiB (block_cache.MIN_BYTES), so a step's large arrays reuse mapped pages instead of pages the kernel zeroes on first
-touch. This script trains the matrix's tagger (bench/lstm_tagger.py's model) or text CNN
-(bench/textcat_cnn.py's) in one process, one thread, and runs every batch once under each
-allocator, in alternating order: numpy's default allocator (with numpy's huge-page advice, as
-numpy ships), numpy's allocator without huge pages, and the cache. It prints the median CPU
+16 MiB (block_cache.MIN_BYTES), so a step's large arrays reuse mapped pages instead of pages
+the kernel zeroes on first touch. This script trains the matrix's tagger (bench/lstm_tagger.py's
+model) or text CNN (bench/textcat_cnn.py's) in one process, one thread, and runs every batch
+once under each allocator, in alternating order: numpy's default allocator (with numpy's
+huge-page advice, as numpy ships), numpy's allocator without huge pages, and the cache. It
+prints the median CPU
 time of a step under each and the median over batches of each one's step time divided by the
 default's for the same batch (below 1: faster), then the cache's counters.
 

@@ -90,16 +90,11 @@ def measure(maxout, other, ops, nO, nP, nI, nB, rounds, rng):
     dZ = ops.backprop_maxout(dY, which, nP).reshape((nB, nO * nP))
     W2 = W.reshape(nO * nP, nI)
 
-    def dense_dw():
-        # What NumpyOps does when it leaves dW to the BLAS: the piece gradients, the product,
-        # and db as their column sums.
-        dZ = ops.backprop_maxout(dY, which, nP).reshape((nB, nO * nP))
-        return ops.gemm(dZ, X, trans1=True), dZ.sum(axis=0)
-
     calls = {
         "plait dW": lambda: maxout.backprop_maxout_dw(dY, which, X, nP),
         "plait dX": lambda: maxout.backprop_maxout_dx(dY, which, W),
-        "dense dW": dense_dw,
+        # NumpyOps' own dense path: the piece gradients, the product, db as their sums.
+        "dense dW": lambda: ops._maxout_dw_dense(dY, which, X, nP),
         "BLAS dX": lambda: dZ @ W2,
     }
     if other is not None:

@@ -60,12 +60,18 @@ class SeqKernels:
             sparse = _maxout.sparse_dw_wanted(nO, nP, nI, X.dtype.itemsize)
             grads = _maxout.backprop_maxout_dw(dY, which, X, nP, False) if sparse else None
             if grads is None:  # few pieces, or X of another dtype or layout: the dense product
-                dZ = self.backprop_maxout(dY, which, nP)
-                grads = (
-                    self.gemm(dZ.reshape((dZ.shape[0], nO * nP)), X, trans1=True).reshape((nO, nP, nI)),
-                    dZ.sum(axis=0),
-                )
+                grads = self._maxout_dw_dense(dY, which, X, nP)
             return dX, grads[0], grads[1]
+
+        def _maxout_dw_dense(self, dY: Floats2d, which: Ints2d, X: Floats2d, nP: int
+                             ) -> Tuple[Floats3d, Floats2d]:
+            """(dW, db) of Maxout the dense way: the (rows, nO, nP) piece gradients, their
+            product with X through the BLAS, and their column sums. bench/maxout_kernels.py
+            times it against the sparse kernel."""
+            dZ = self.backprop_maxout(dY, which, nP)
+            nO, nI = dZ.shape[1], X.shape[1]
+            dW = self.gemm(dZ.reshape((dZ.shape[0], nO * nP)), X, trans1=True).reshape((nO, nP, nI))
+            return dW, dZ.sum(axis=0)
 
         def reduce_first(self, X: Floats2d, lengths: Ints1d) -> Tuple[Floats2d, Ints1d]:
             out = _seq.reduce_first(X, lengths)

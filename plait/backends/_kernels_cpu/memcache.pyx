@@ -132,7 +132,8 @@ cdef extern from *:
         pthread_mutex_lock(&plait_mc_lock);
         for (i = 0; i < plait_mc_n; i++) {
             uint64_t c = plait_mc_slots[i].capacity;
-            if (c >= capacity && c <= most && (best < 0 || plait_mc_slots[i].tick > plait_mc_slots[best].tick))
+            if (c >= capacity && c <= most
+                && (best < 0 || plait_mc_slots[i].tick > plait_mc_slots[best].tick))
                 best = i;
         }
         if (best >= 0) {
