@@ -47,11 +47,13 @@ def _assert_close(got, expected, K):
 
 # Edges of the AVX-512 tile (8 rows, 16-lane vectors, 48-column panels), of its K blocks (512)
 # and row blocks (128); of the AVX2 tile (6 rows, 8-lane vectors, 16-column panels), its K
-# blocks (256) and row blocks (120, with a transposed A copied when N >= 64); and the shapes of
-# an MLP's products.
+# blocks (256) and row blocks (120, with a transposed A copied when N >= 64); the shapes of an
+# MLP's products; and operands copied into panels whose last one is partly empty (N or M of
+# 1,491), or of 3,072 rows (spaCy's parser).
 SHAPES = [(1, 1, 1), (3, 5, 7), (8, 16, 48), (9, 17, 49), (15, 31, 33), (17, 513, 95),
           (130, 100, 20), (77, 300, 101), (128, 784, 512), (10, 128, 512), (128, 512, 10),
-          (300, 1030, 64), (6, 8, 16), (7, 257, 17), (121, 256, 63), (125, 600, 72)]
+          (300, 1030, 64), (6, 8, 16), (7, 257, 17), (121, 256, 63), (125, 600, 72),
+          (13, 96, 1491), (1491, 33, 20), (7, 129, 3072)]
 
 
 @needs_kernels
