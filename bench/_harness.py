@@ -187,14 +187,20 @@ def make_parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
-def grid_arguments(description: str, repeat: int, argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+def grid_arguments(description: str, repeat: int, argv: Optional[Sequence[str]] = None,
+                   blas_choice: bool = False) -> argparse.Namespace:
     """The options of the in-process grid scripts (dense_gemm_grid.py, lstm_products.py):
-    --rounds, --repeat, --quick, --json; then one thread for the BLAS and plait's kernels."""
+    --rounds, --repeat, --quick, --json (and --blas where blas_choice); then one thread for the
+    BLAS and plait's kernels."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=repeat, help="timings per shape and round; best kept")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default=None, metavar="PATH")
+    if blas_choice:
+        parser.add_argument("--blas", choices=("openblas", "numpy"), default="openblas",
+                            help="the BLAS side: plait's private OpenBLAS (default) or numpy's, "
+                                 "as PLAIT_BLAS names them")
     args = parser.parse_args(argv)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from plait.backends import set_num_threads

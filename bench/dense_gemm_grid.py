@@ -5,7 +5,8 @@ Where does each win? The BLAS packs both operands into blocks before it multipli
 for big products and costs a copy of the weights at a dense layer's sizes; plait's kernels read
 the operands in place. This script times both on every (M, K, N, layout) of the grid, single
 threaded, in one process: the BLAS as plait's `openblas` mode runs it (the private OpenBLAS with
-its own kernel choice), plait's kernels called directly. Rounds alternate the two; each shape's
+its own kernel choice; `--blas numpy`: numpy's OpenBLAS, which `auto` uses on Intel), plait's
+kernels called directly. Rounds alternate the two; each shape's
 figure is the median over rounds of the best of `--repeat` timings, in GFLOP per CPU-second.
 
 It prints, per layout and over all shapes, the median and the lowest ratio (own / BLAS), and how
@@ -36,13 +37,13 @@ QUICK = dict(M=[16, 128], K=[128, 784], N=[10, 512])
 LAYOUTS = ("NN", "NT", "TN")
 
 
-def measure(grid: Dict[str, List[int]], rounds: int, repeat: int) -> List[Dict]:
+def measure(grid: Dict[str, List[int]], rounds: int, repeat: int, blas: str = "openblas") -> List[Dict]:
     from plait.backends import NumpyOps, _blas
     from plait.backends._kernels_cpu import dense_gemm
 
     if not dense_gemm.available():
-        raise SystemExit("bench: plait's own products need the AVX-512 build and an AVX-512 CPU.")
-    _blas.configure("openblas")  # the BLAS side: no own kernels inside NumpyOps.gemm
+        raise SystemExit("bench: plait's own products need an AVX2 or AVX-512 build and CPU.")
+    _blas.configure(blas)  # the BLAS side: no own kernels inside NumpyOps.gemm
     dense_gemm.set_mode(2)  # the own side, called directly: every shape
     ops = NumpyOps()
     rng = numpy.random.default_rng(0)
@@ -110,11 +111,11 @@ def report(rows: List[Dict]) -> None:
 
 
 def main(argv=None) -> None:
-    args = H.grid_arguments(__doc__.splitlines()[0], repeat=2, argv=argv)
-    rows = measure(QUICK if args.quick else GRID, 1 if args.quick else args.rounds, args.repeat)
+    args = H.grid_arguments(__doc__.splitlines()[0], repeat=2, argv=argv, blas_choice=True)
+    rows = measure(QUICK if args.quick else GRID, 1 if args.quick else args.rounds, args.repeat, args.blas)
     summary = H.machine_summary()
     print(f"\n## plait's own products against the BLAS: bench/dense_gemm_grid.py\ncpu={summary['cpu']}  "
-          f"1 thread  rounds={1 if args.quick else args.rounds} (median)  environment pins: "
+          f"1 thread  rounds={1 if args.quick else args.rounds} (median)  BLAS: {args.blas}  environment pins: "
           f"{summary['blas_env'] or 'none'}  plait@{summary['plait_commit']}\n")
     report(rows)
     if args.json:

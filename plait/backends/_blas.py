@@ -26,11 +26,14 @@ multiply-adds; not x @ y.T with an output of at most 16 x 64) to plait's own AVX
 10-20% faster than the private OpenBLAS on an MLP's forward and input-gradient products, 2-6% on
 its weight gradients; on Emerald Rapids 1.09x numpy's OpenBLAS at the median of the shapes the
 rule takes (bench/README.md, "plait's own products"). Bigger products stay with the BLAS,
-whose packed blocks and threads win there. `auto` takes them only with their AVX-512 build: the
-AVX2 build (processors without AVX-512, or `PLAIT_ISA=avx2`) matched or beat OpenBLAS's AVX2
-kernels on the MLP's products alone but not inside its training loop (bench/README.md,
-"Subnormal moments, and an AVX2 build of plait's own products"), so there `auto` leaves every
-product to the BLAS.
+whose packed blocks and threads win there. With their AVX2 build (processors without AVX-512, or
+`PLAIT_ISA=avx2`) `auto` sends them, on any processor, only the thin products among those: M or N
+at most 64, or K at most 128 (dense_gemm.wanted). There they ran at a median 1.09x numpy's
+OpenBLAS with its AVX2 kernels and the rule got 97.4% of the better of the two over
+dense_gemm_grid.py's 756 shapes (the BLAS alone 87.4%); at the MLP's larger shapes the BLAS wins
+by up to 10%, and the MLP's training loop at width 512 was 4-8% slower with every product on the
+AVX2 kernels (bench/README.md, "Panels for the copied operand"). Measured on an Emerald Rapids
+Xeon with AVX2 forced; `bench/dense_gemm_grid.py --blas numpy` measures it on any processor.
 
 `PLAIT_BLAS` chooses: `auto` (default: as above), `numpy` (never load a second
 BLAS, no own kernels), `openblas` (use the private OpenBLAS on any processor, float32 and float64,
@@ -242,15 +245,17 @@ def configure(mode: Optional[str] = None) -> Dict[str, Any]:
 
 
 def _set_own_kernels(chosen: str) -> None:
-    """Switch plait's own float32 kernels for `chosen`: under `auto` on the processors of
-    OWN_KERNEL_CPUS with their AVX-512 build, for the shapes where they were measured to win;
-    everywhere they can run under `plait`; off otherwise."""
+    """Switch plait's own float32 kernels for `chosen`: under `auto` for the shapes where they
+    were measured to win, with their AVX-512 build on the processors of OWN_KERNEL_CPUS and with
+    their AVX2 build on any (its rule takes thin products only); everywhere they can run under
+    `plait`; off otherwise."""
     global own_kernels
     from ._kernels_cpu import dense_gemm
 
     if chosen == "plait":
         mode = 2
-    elif chosen == "auto" and own_kernels_cpu() is not None and dense_gemm.level() == 4:
+    elif chosen == "auto" and (dense_gemm.level() == 3
+                               or (dense_gemm.level() == 4 and own_kernels_cpu() is not None)):
         mode = 1
     else:
         mode = 0

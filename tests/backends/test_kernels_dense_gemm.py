@@ -204,19 +204,32 @@ def test_switched_off_under_the_pure_blas_modes(mode):
     assert _blas.own_kernels == dense_gemm.available()
 
 
-def test_auto_takes_only_the_avx512_build_even_on_a_measured_processor(mode, monkeypatch):
-    # The AVX2 build won alone but not inside a training loop (bench/README.md): under `auto`
-    # it stays off; `plait` still takes it.
-    monkeypatch.setattr(_blas, "own_kernels_cpu", lambda cpuinfo=None: "Emerald Rapids")
+def test_auto_takes_the_avx2_build_anywhere_and_the_avx512_build_on_measured_processors(mode, monkeypatch):
     monkeypatch.setattr(dense_gemm, "available", lambda: True)
-    monkeypatch.setattr(dense_gemm, "level", lambda: 3)
-    _blas.configure("auto")
-    assert not _blas.own_kernels and dense_gemm.get_mode() == 0
-    _blas.configure("plait")
-    assert _blas.own_kernels and dense_gemm.get_mode() == 2
-    monkeypatch.setattr(dense_gemm, "level", lambda: 4)
-    _blas.configure("auto")
-    assert _blas.own_kernels and dense_gemm.get_mode() == 1 and _blas.info()["own_kernels"] == "dense-layer shapes"
+    for cpu in ("Emerald Rapids", None):
+        monkeypatch.setattr(_blas, "own_kernels_cpu", lambda cpuinfo=None, cpu=cpu: cpu)
+        monkeypatch.setattr(dense_gemm, "level", lambda: 3)
+        _blas.configure("auto")
+        assert _blas.own_kernels and dense_gemm.get_mode() == 1
+        _blas.configure("plait")
+        assert _blas.own_kernels and dense_gemm.get_mode() == 2
+        monkeypatch.setattr(dense_gemm, "level", lambda: 4)
+        _blas.configure("auto")
+        assert _blas.own_kernels == (cpu is not None) and dense_gemm.get_mode() == (1 if cpu else 0)
+    assert _blas.info()["own_kernels"] == "off"
+
+
+@needs_kernels
+def test_the_avx2_rule_takes_only_thin_products():
+    thin = [(16, 784, 512), (512, 784, 64), (256, 128, 784), (1024, 96, 1491)]
+    wide = [(128, 784, 512), (256, 512, 512), (256, 256, 784)]
+    for M, K, N in thin + wide:
+        for t1, t2 in ((False, False), (False, True), (True, False)):
+            got = dense_gemm.wanted(M, K, N, t1, t2)
+            if dense_gemm.level() == 3:
+                assert got == ((M, K, N) in thin), (M, K, N, t1, t2)
+            else:
+                assert got  # AVX-512: every one of these is under 2**28 multiply-adds
 
 
 @pytest.mark.skipif(dense_gemm.available(), reason="the kernels run here")

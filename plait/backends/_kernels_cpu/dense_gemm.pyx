@@ -42,10 +42,18 @@ MAX_WORK = 1 << 28
 #: either way one operand is copied transposed first, and the tile is mostly empty lanes.
 TINY_SIDE = 16
 SMALL_SIDE = 64
+#: With the AVX2 build the rule also asks for a thin product: M or N at most AVX2_THIN_SIDE, or K
+#: at most AVX2_THIN_K. There the BLAS's packing of both operands weighs most; at the MLP's
+#: larger shapes (M 128-256, K and N 512-784) OpenBLAS's AVX2 kernels ran 0.89-1.06x these
+#: (Emerald Rapids with AVX2 forced; bench/README.md, "Panels for the copied operand").
+AVX2_THIN_SIDE = 64
+AVX2_THIN_K = 128
 # The same bounds as C values, for the rule's checks without the GIL.
 cdef double _MAX_WORK = MAX_WORK
 cdef Py_ssize_t _TINY_SIDE = TINY_SIDE
 cdef Py_ssize_t _SMALL_SIDE = SMALL_SIDE
+cdef Py_ssize_t _AVX2_THIN_SIDE = AVX2_THIN_SIDE
+cdef Py_ssize_t _AVX2_THIN_K = AVX2_THIN_K
 
 cdef int _mode = 0  # 0: decline everything, 1: the shapes `wanted` names, 2: every product
 cdef Py_ssize_t _table_products = 0  # products the cblas() table's sgemm handed to these kernels
@@ -79,12 +87,15 @@ cdef inline bint _wanted(Py_ssize_t M, Py_ssize_t N, Py_ssize_t K, bint tx, bint
         return 0
     if ty and not tx and min(M, N) <= _TINY_SIDE and max(M, N) <= _SMALL_SIDE:
         return 0
+    if pdg_level() == 3 and min(M, N) > _AVX2_THIN_SIDE and K > _AVX2_THIN_K:
+        return 0
     return 1
 
 
 def wanted(Py_ssize_t M, Py_ssize_t K, Py_ssize_t N, bint trans1=False, bint trans2=False) -> bool:
     """Whether the default rule sends op(x) (M, K) @ op(y) (K, N) to these kernels, for
-    row-major x and y (a column-major operand counts as the transpose of a row-major one)."""
+    row-major x and y (a column-major operand counts as the transpose of a row-major one), with
+    the build that runs here (level())."""
     return bool(_wanted(M, N, K, trans1, trans2))
 
 
