@@ -27,9 +27,9 @@ multiply-adds; not x @ y.T with an output of at most 16 x 64) to plait's own AVX
 its weight gradients; on Emerald Rapids 1.09x numpy's OpenBLAS at the median of the shapes the
 rule takes (bench/README.md, "plait's own products"). Bigger products stay with the BLAS,
 whose packed blocks and threads win there. With their AVX2 build (processors without AVX-512, or
-`PLAIT_ISA=avx2`) `auto` sends them, on any processor, only the thin products among those: M or N
-at most 64, or K at most 128 (dense_gemm.wanted). There they ran at a median 1.09x numpy's
-OpenBLAS with its AVX2 kernels and the rule got 97.4% of the better of the two over
+`PLAIT_ISA=avx2`) `auto` sends them, on any processor, only the thin products among those: M at
+most 64, K at most 128, or N at most 64 (16 for a transposed x; dense_gemm.wanted). The rule got
+98.0% of the better of numpy's OpenBLAS with its AVX2 kernels and these over
 dense_gemm_grid.py's 756 shapes (the BLAS alone 87.4%); at the MLP's larger shapes the BLAS wins
 by up to 10%, and the MLP's training loop at width 512 was 4-8% slower with every product on the
 AVX2 kernels (bench/README.md, "Panels for the copied operand"). Measured on an Emerald Rapids

@@ -221,13 +221,16 @@ def test_auto_takes_the_avx2_build_anywhere_and_the_avx512_build_on_measured_pro
 
 @needs_kernels
 def test_the_avx2_rule_takes_only_thin_products():
-    thin = [(16, 784, 512), (512, 784, 64), (256, 128, 784), (1024, 96, 1491)]
+    # (M, K, N): thin whatever the layout; thin unless x is transposed; thin for none.
+    thin = [(16, 784, 512), (256, 128, 784), (1024, 96, 1491), (512, 784, 10)]
+    thin_unless_tx = [(512, 784, 64), (256, 2048, 32)]
     wide = [(128, 784, 512), (256, 512, 512), (256, 256, 784)]
-    for M, K, N in thin + wide:
+    for M, K, N in thin + thin_unless_tx + wide:
         for t1, t2 in ((False, False), (False, True), (True, False)):
             got = dense_gemm.wanted(M, K, N, t1, t2)
             if dense_gemm.level() == 3:
-                assert got == ((M, K, N) in thin), (M, K, N, t1, t2)
+                expected = (M, K, N) in thin or ((M, K, N) in thin_unless_tx and not t1)
+                assert got == expected, (M, K, N, t1, t2)
             else:
                 assert got  # AVX-512: every one of these is under 2**28 multiply-adds
 

@@ -42,18 +42,22 @@ MAX_WORK = 1 << 28
 #: either way one operand is copied transposed first, and the tile is mostly empty lanes.
 TINY_SIDE = 16
 SMALL_SIDE = 64
-#: With the AVX2 build the rule also asks for a thin product: M or N at most AVX2_THIN_SIDE, or K
-#: at most AVX2_THIN_K. There the BLAS's packing of both operands weighs most; at the MLP's
-#: larger shapes (M 128-256, K and N 512-784) OpenBLAS's AVX2 kernels ran 0.89-1.06x these
+#: With the AVX2 build the rule also asks for a thin product: M at most AVX2_THIN_SIDE, or K at
+#: most AVX2_THIN_K, or N at most AVX2_THIN_SIDE (AVX2_THIN_N_TX where x is transposed: a weight
+#: gradient dY.T @ X with 64 columns and hundreds of rows ran at 0.63-0.97x the BLAS, with 10
+#: at 1.1-1.7x). There the BLAS's packing of both operands weighs most; at the MLP's larger
+#: shapes (M 128-256, K and N 512-784) OpenBLAS's AVX2 kernels ran up to 1.1x as fast as these
 #: (Emerald Rapids with AVX2 forced; bench/README.md, "Panels for the copied operand").
 AVX2_THIN_SIDE = 64
 AVX2_THIN_K = 128
+AVX2_THIN_N_TX = 16
 # The same bounds as C values, for the rule's checks without the GIL.
 cdef double _MAX_WORK = MAX_WORK
 cdef Py_ssize_t _TINY_SIDE = TINY_SIDE
 cdef Py_ssize_t _SMALL_SIDE = SMALL_SIDE
 cdef Py_ssize_t _AVX2_THIN_SIDE = AVX2_THIN_SIDE
 cdef Py_ssize_t _AVX2_THIN_K = AVX2_THIN_K
+cdef Py_ssize_t _AVX2_THIN_N_TX = AVX2_THIN_N_TX
 
 cdef int _mode = 0  # 0: decline everything, 1: the shapes `wanted` names, 2: every product
 cdef Py_ssize_t _table_products = 0  # products the cblas() table's sgemm handed to these kernels
@@ -87,7 +91,8 @@ cdef inline bint _wanted(Py_ssize_t M, Py_ssize_t N, Py_ssize_t K, bint tx, bint
         return 0
     if ty and not tx and min(M, N) <= _TINY_SIDE and max(M, N) <= _SMALL_SIDE:
         return 0
-    if pdg_level() == 3 and min(M, N) > _AVX2_THIN_SIDE and K > _AVX2_THIN_K:
+    if pdg_level() == 3 and not (M <= _AVX2_THIN_SIDE or K <= _AVX2_THIN_K
+                                 or N <= (_AVX2_THIN_N_TX if tx else _AVX2_THIN_SIDE)):
         return 0
     return 1
 
