@@ -208,8 +208,8 @@ PDG_KERNEL(2, 1)
 PDG_KERNEL(3, 1)
 
 /* C = op(A) @ B (+ C where beta): M x N, op(A)[i, k] at A + i * sai + k * sak, B (K x N) rows
-   ldb apart, C rows ldc apart; with tstore C is written transposed (element (i, j) at
-   C + j * ldc + i). K > 0. */
+   ldb apart (with `panel`: pdg_panels' copy, rows of PDG_NR floats, ldb ignored), C rows ldc
+   apart; with tstore C is written transposed (element (i, j) at C + j * ldc + i). K > 0. */
 PDG_TARGET static void pdg_run(int64_t M, int64_t N, int64_t K, const float* A, ptrdiff_t sai,
                                ptrdiff_t sak, const float* B, ptrdiff_t ldb, float* C,
                                ptrdiff_t ldc, int beta, int tstore, int panel) {
@@ -323,9 +323,11 @@ PDG2_KERNEL(2, 1, 1)
    tile's 6 values of one k side by side, when N spans at least 4 panels to reuse it: read in
    place, its rows for consecutive k lie a row of the matrix apart, at a multiple of 1 KB for the
    usual widths, and share a few sets of L1. On Emerald Rapids with AVX2 (2026-11-27, the MLP's
-   weight gradients at batch 256): 55-62 GFLOP/s in place, 71-77 copied. Copying B into panels
-   as well, or a plain A, lost there (forward products 75-77 -> 55-67). A copy changes no sum:
-   each is over k in order, one KC block at a time. */
+   weight gradients at batch 256): 55-62 GFLOP/s in place, 71-77 copied. Copying a B that
+   needs no transposing into panels as well (an extra copy), or a plain A, lost there (forward
+   products 75-77 -> 55-67). With `panel`, B is pdg_panels' copy (rows of 16 floats, one panel
+   after another) and ldb is ignored. A copy changes no sum: each is over k in order, one KC block
+   at a time. */
 PDG_TARGET2 static void pdg2_run(int64_t M, int64_t N, int64_t K, const float* A, ptrdiff_t sai,
                                  ptrdiff_t sak, const float* B, ptrdiff_t ldb, float* C,
                                  ptrdiff_t ldc, int beta, int tstore, float* pack, int panel) {
