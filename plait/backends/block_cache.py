@@ -7,7 +7,10 @@ whole array: that zeroing was 15% of such a step (`perf`: `clear_page_erms`, und
 huge-page advice). With the cache, a freed block of at least 16 MiB is kept (up to a limit in
 all, the oldest released first) and serves the next request of its size class, already
 mapped. Smaller blocks are left to malloc, whose heap already reuses them (keeping blocks from
-1 MiB changed nothing measurable).
+1 MiB changed nothing measurable). Before a large request that no kept block serves is mapped,
+the oldest kept blocks are given back until kept and live blocks together are within half again
+the most the live ones have been: with kept blocks only bounded by the limit, a spaCy training
+run peaked at 809 MB against 561 MB without the cache; with this bound, 584 MB.
 
 * ``PLAIT_BLOCK_CACHE``: ``auto`` (default; 512 MiB or a sixteenth of the machine's memory,
   the smaller), a limit in MiB (``256``), or ``off``/``0`` (numpy's own allocator stays).
@@ -113,13 +116,16 @@ def installed() -> bool:
 
 
 def release() -> int:
-    """Give every kept block back to the system now; returns the bytes released."""
+    """Give every kept block back to the system now; returns the bytes released. The live peak
+    that bounds what is kept starts again from what is live now."""
     return int(_mc.release())
 
 
 def stats() -> Dict[str, int]:
     """hits, misses (large requests mapped fresh), kept, released, cached_bytes, cached_blocks,
-    limit_bytes, min_bytes."""
+    limit_bytes, min_bytes, live_bytes (large blocks in use) and peak_live_bytes (the most they
+    have been since the last release(): kept and live blocks together stay within half again
+    that)."""
     return {k: int(v) for k, v in _mc.stats().items()}
 
 

@@ -93,6 +93,41 @@ def test_the_limit_bounds_what_is_kept(cache):
     assert cache.stats()["cached_bytes"] == 0
 
 
+def test_kept_blocks_stay_within_half_again_the_live_peak(cache):
+    # Before a request no kept block serves is mapped anew, kept blocks are given back until kept
+    # and live blocks together are within half again the most the live ones have been.
+    def within():
+        got = cache.stats()
+        assert got["live_bytes"] + got["cached_bytes"] <= got["peak_live_bytes"] * 3 // 2
+        return got
+
+    arrays = [numpy.empty(4 * MiB, dtype=numpy.uint8) for _ in range(4)]
+    assert cache.stats()["peak_live_bytes"] >= 16 * MiB
+    del arrays
+    held = within()
+    assert held["cached_bytes"] == 16 * MiB
+    for mib in (7, 9, 11, 13, 15):  # each a size class no kept block serves
+        x = numpy.empty(mib * MiB, dtype=numpy.uint8)
+        within()
+        x[:] = 1
+        del x
+        within()
+    after = cache.stats()
+    assert after["released"] > held["released"] and after["misses"] >= held["misses"] + 5
+    y = numpy.empty(15 * MiB - 4096, dtype=numpy.uint8)  # the size freed last comes back: a hit
+    assert cache.stats()["hits"] == after["hits"] + 1
+    del y
+
+
+def test_release_restarts_the_peak(cache):
+    base = cache.stats()["live_bytes"]
+    a = numpy.empty(6 * MiB, dtype=numpy.uint8)
+    del a
+    cache.release()
+    got = cache.stats()
+    assert got["live_bytes"] == got["peak_live_bytes"] == base and got["cached_bytes"] == 0
+
+
 def test_size_classes_waste_at_most_an_eighth():
     for size in [MiB, MiB + 1, 3 * MiB + 12345, 35_000_000, 46_137_344, 10**9]:
         cap = memcache.size_class(size)
