@@ -238,10 +238,11 @@ cdef extern from *:
             free(base);
             return;
         }
-        if (!(capacity >= plait_mc_min && capacity <= plait_mc_limit)) plait_mc_forget(capacity);
-        if (capacity >= plait_mc_min && capacity <= plait_mc_limit) {
-            pthread_mutex_lock(&plait_mc_lock);
-            plait_mc_live = plait_mc_live >= capacity ? plait_mc_live - capacity : 0;
+        pthread_mutex_lock(&plait_mc_lock);
+        plait_mc_live = plait_mc_live >= capacity ? plait_mc_live - capacity : 0;
+        if (capacity < plait_mc_min || capacity > plait_mc_limit) {
+            pthread_mutex_unlock(&plait_mc_lock);
+        } else {
             /* Oldest blocks go first until this one fits under the limit and in a slot. */
             while (plait_mc_n > 0 && (plait_mc_cached + capacity > plait_mc_limit
                                       || plait_mc_n == PLAIT_MC_SLOTS)) {
