@@ -153,6 +153,18 @@ cdef extern from *:
         return base;
     }
 
+    /* Takes the block kept longest out of the slots (the lock held; at least one kept). */
+    static plait_mc_slot plait_mc_pop_oldest(void) {
+        plait_mc_slot out;
+        int i, oldest = 0;
+        for (i = 1; i < plait_mc_n; i++)
+            if (plait_mc_slots[i].tick < plait_mc_slots[oldest].tick) oldest = i;
+        out = plait_mc_slots[oldest];
+        plait_mc_cached -= out.capacity;
+        plait_mc_slots[oldest] = plait_mc_slots[--plait_mc_n];
+        return out;
+    }
+
     /* Before a large block is mapped anew: kept blocks (the oldest first) are given back until
        the kept and the live ones together, this one included, are within half again the most
        the live ones have been. Without a bound, blocks of sizes that do not come back (spaCy's
@@ -169,14 +181,7 @@ cdef extern from *:
         plait_mc_live += capacity;
         if (plait_mc_live > plait_mc_peak) plait_mc_peak = plait_mc_live;
         room = plait_mc_peak + plait_mc_peak / 2 - plait_mc_live;
-        while (plait_mc_n > 0 && plait_mc_cached > room) {
-            int oldest = 0;
-            for (i = 1; i < plait_mc_n; i++)
-                if (plait_mc_slots[i].tick < plait_mc_slots[oldest].tick) oldest = i;
-            evict[n_evict++] = plait_mc_slots[oldest];
-            plait_mc_cached -= plait_mc_slots[oldest].capacity;
-            plait_mc_slots[oldest] = plait_mc_slots[--plait_mc_n];
-        }
+        while (plait_mc_n > 0 && plait_mc_cached > room) evict[n_evict++] = plait_mc_pop_oldest();
         plait_mc_stats[3] += n_evict;
         pthread_mutex_unlock(&plait_mc_lock);
         for (i = 0; i < n_evict; i++) plait_mc_unmap(evict[i].base, evict[i].capacity);
@@ -245,14 +250,8 @@ cdef extern from *:
         } else {
             /* Oldest blocks go first until this one fits under the limit and in a slot. */
             while (plait_mc_n > 0 && (plait_mc_cached + capacity > plait_mc_limit
-                                      || plait_mc_n == PLAIT_MC_SLOTS)) {
-                int oldest = 0;
-                for (i = 1; i < plait_mc_n; i++)
-                    if (plait_mc_slots[i].tick < plait_mc_slots[oldest].tick) oldest = i;
-                evict[n_evict++] = plait_mc_slots[oldest];
-                plait_mc_cached -= plait_mc_slots[oldest].capacity;
-                plait_mc_slots[oldest] = plait_mc_slots[--plait_mc_n];
-            }
+                                      || plait_mc_n == PLAIT_MC_SLOTS))
+                evict[n_evict++] = plait_mc_pop_oldest();
             if (plait_mc_cached + capacity <= plait_mc_limit) {
                 plait_mc_slots[plait_mc_n].base = base;
                 plait_mc_slots[plait_mc_n].capacity = capacity;
