@@ -8,10 +8,18 @@ from plait.backends._kernels_cpu import dense_gemm
 
 def test_quick_grid_prints_the_tables(tmp_path):
     if not dense_gemm.available():
-        pytest.skip("plait's own products need the AVX-512 build and an AVX-512 CPU")
+        pytest.skip("plait's own products need an AVX2 or AVX-512 build and CPU")
     lines, data = run_quick_grid("dense_gemm_grid.py", tmp_path)
     assert first_column(lines, "layout") == ["NN", "NT", "TN", "all"]
     for label in ("auto's rule", "always plait's kernels", "always the BLAS"):
         assert any(line.startswith(label) and "of the better of the two" in line for line in lines)
     rows = data["rows"]
     assert len(rows) == 2 * 2 * 2 * 3 and all(r["own"] > 0 and r["blas"] > 0 for r in rows)
+
+
+def test_quick_grid_against_numpys_blas(tmp_path):
+    if not dense_gemm.available():
+        pytest.skip("plait's own products need an AVX2 or AVX-512 build and CPU")
+    lines, data = run_quick_grid("dense_gemm_grid.py", tmp_path, extra=("--repeat", "1", "--blas", "numpy"))
+    assert any("BLAS: numpy" in line for line in lines)
+    assert len(data["rows"]) == 2 * 2 * 2 * 3
