@@ -7,9 +7,8 @@ the kernel zeroes on first touch. This script trains the matrix's tagger (bench/
 model) or text CNN (bench/textcat_cnn.py's) in one process, one thread, and runs every batch
 once under each allocator, in alternating order: numpy's default allocator (with numpy's
 huge-page advice, as numpy ships), numpy's allocator without huge pages, and the cache. It
-prints the median CPU
-time of a step under each and the median over batches of each one's step time divided by the
-default's for the same batch (below 1: faster), then the cache's counters.
+prints the median CPU time of a step under each and the median over batches of each one's step
+time divided by the default's for the same batch (below 1: faster), then the cache's counters.
 
     .venv/bin/python bench/block_cache.py --model tagger --width 512 --hidden 512 --batch 256
     .venv/bin/python bench/block_cache.py --model textcat --width 512 --rows 2000 --batch 64

@@ -33,7 +33,10 @@
    become one kernel (this tile and store, its narrow-row, panel and float64 paths) once it
    pays: on an Emerald Rapids Xeon (2026-11-27) the BiLSTM's forward and backward with every
    float32 product here, or only the big ones, took no less time than with plait_gemm (then
-   without panels; bench/README.md, "On an Intel Xeon"), so each module keeps its own for now. */
+   without panels; bench/README.md, "On an Intel Xeon"), so each module keeps its own for now.
+   The transposed copy into panels is likewise twice: pdg_panels here (float32, 8 x 8 vector
+   transposes) and lstm.pyx's _interleave_transpose (fused float32/float64, the gates'
+   interleaving folded in); a merged kernel would take one with an optional row order. */
 #ifndef PLAIT_DENSE_GEMM_H
 #define PLAIT_DENSE_GEMM_H
 
