@@ -33,7 +33,11 @@ most 64, K at most 128, or N at most 64 (16 for a transposed x; dense_gemm.wante
 dense_gemm_grid.py's 756 shapes (the BLAS alone 87.4%); at the MLP's larger shapes the BLAS wins
 by up to 10%, and the MLP's training loop at width 512 was 4-8% slower with every product on the
 AVX2 kernels (bench/README.md, "Panels for the copied operand"). Measured on an Emerald Rapids
-Xeon with AVX2 forced; `bench/dense_gemm_grid.py --blas numpy` measures it on any processor.
+Xeon with AVX2 forced; `bench/dense_gemm_grid.py --blas numpy` measures it on any processor. On
+Zen 4 (THIN_OWN_KERNEL_CPUS) `auto` gives the AVX-512 build the same thin products only: the
+grid favoured it at most dense-layer shapes (1.13x the private OpenBLAS at the median of the
+shapes the full rule takes), but in an MLP's training loop only the thin products paid (1.1-1.2x
+at width 64 or batch 16, 0.95-0.98x with every product at width 512, batch 256).
 
 `PLAIT_BLAS` chooses: `auto` (default: as above), `numpy` (never load a second
 BLAS, no own kernels), `openblas` (use the private OpenBLAS on any processor, float32 and float64,
@@ -121,6 +125,13 @@ OWN_KERNEL_CPUS: Dict[Tuple[str, int, Optional[int]], str] = {
     ("AuthenticAMD", 26, None): "Zen 5",
     ("GenuineIntel", 6, 207): "Emerald Rapids",  # 5th-generation Xeon Scalable
 }
+#: The AVX-512 processors on which `auto` sends them only the thin products among those (the
+#: bounds the AVX2 build's rule uses, dense_gemm mode 3): on Zen 4 the grid favoured the kernels
+#: at most dense-layer shapes, but a whole MLP training loop gained only where a side was thin
+#: (width 64: 1.1-1.2x) and lost up to 4% at width 512 (bench/README.md, "On Zen 4").
+THIN_OWN_KERNEL_CPUS: Dict[Tuple[str, int, Optional[int]], str] = {
+    ("AuthenticAMD", 25, None): "Zen 4",
+}
 
 
 def avx512_cpu_entry(table: Dict[Tuple[str, int, Optional[int]], Any], cpuinfo: Optional[str] = None) -> Any:
@@ -136,6 +147,12 @@ def avx512_cpu_entry(table: Dict[Tuple[str, int, Optional[int]], Any], cpuinfo: 
 def own_kernels_cpu(cpuinfo: Optional[str] = None) -> Optional[str]:
     """The name of this processor if `auto` uses plait's own products on it (OWN_KERNEL_CPUS)."""
     return avx512_cpu_entry(OWN_KERNEL_CPUS, cpuinfo)
+
+
+def thin_own_kernels_cpu(cpuinfo: Optional[str] = None) -> Optional[str]:
+    """The name of this processor if `auto` gives plait's own AVX-512 products only the thin
+    shapes on it (THIN_OWN_KERNEL_CPUS)."""
+    return avx512_cpu_entry(THIN_OWN_KERNEL_CPUS, cpuinfo)
 
 
 def _auto_choice() -> Optional[str]:
@@ -247,23 +264,27 @@ def configure(mode: Optional[str] = None) -> Dict[str, Any]:
 def _set_own_kernels(chosen: str) -> None:
     """Switch plait's own float32 kernels for `chosen`: under `auto` for the shapes where they
     were measured to win, with their AVX-512 build on the processors of OWN_KERNEL_CPUS and with
-    their AVX2 build on any (its rule takes thin products only); everywhere they can run under
+    their AVX2 build on any (its rule takes thin products only), with their AVX-512 build for the
+    thin products on the processors of THIN_OWN_KERNEL_CPUS; everywhere they can run under
     `plait`; off otherwise."""
     global own_kernels
     from ._kernels_cpu import dense_gemm
 
+    level = dense_gemm.level()
     if chosen == "plait":
         mode = 2
-    elif chosen == "auto" and (dense_gemm.level() == 3
-                               or (dense_gemm.level() == 4 and own_kernels_cpu() is not None)):
+    elif chosen == "auto" and (level == 3 or (level == 4 and own_kernels_cpu() is not None)):
         mode = 1
+    elif chosen == "auto" and level == 4 and thin_own_kernels_cpu() is not None:
+        mode = 3
     else:
         mode = 0
     if mode and not dense_gemm.available():
         mode = 0
     dense_gemm.set_mode(mode)
     own_kernels = mode > 0
-    _state["own_kernels"] = ("off", "dense-layer shapes", "every float32 product")[mode]
+    _state["own_kernels"] = ("off", "dense-layer shapes", "every float32 product",
+                             "thin dense-layer shapes")[mode]
 
 
 def load_pending() -> bool:

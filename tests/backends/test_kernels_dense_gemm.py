@@ -141,8 +141,17 @@ def test_modes(mode):
     mode(2)
     got = dense_gemm.gemm(tiny_x, tiny_y, None, False, True, False)
     _assert_close(got, tiny_x.astype("f8") @ tiny_y.T, 64)
-    with pytest.raises(ValueError, match="mode must be 0, 1 or 2"):
-        dense_gemm.set_mode(3)
+    # Mode 3: the rule with the thin bounds, whichever build runs.
+    mode(3)
+    assert dense_gemm.get_mode() == 3
+    wide_x, wide_y = x.repeat(2, axis=0), numpy.tile(y, (1, 2))  # 256 x 64 @ 64 x 192: K thin
+    assert dense_gemm.gemm(wide_x, wide_y, None, False, False, False) is not None
+    big_x = rng.standard_normal((256, 512), dtype="float32")
+    big_y = rng.standard_normal((512, 256), dtype="float32")
+    assert not dense_gemm.wanted(256, 512, 256, thin=True) and dense_gemm.wanted(256, 512, 256, thin=False)
+    assert dense_gemm.gemm(big_x, big_y, None, False, False, False) is None
+    with pytest.raises(ValueError, match="mode must be 0, 1, 2 or 3"):
+        dense_gemm.set_mode(4)
 
 
 @needs_kernels
@@ -206,6 +215,7 @@ def test_switched_off_under_the_pure_blas_modes(mode):
 
 def test_auto_takes_the_avx2_build_anywhere_and_the_avx512_build_on_measured_processors(mode, monkeypatch):
     monkeypatch.setattr(dense_gemm, "available", lambda: True)
+    monkeypatch.setattr(_blas, "thin_own_kernels_cpu", lambda cpuinfo=None: None)
     for cpu in ("Emerald Rapids", None):
         monkeypatch.setattr(_blas, "own_kernels_cpu", lambda cpuinfo=None, cpu=cpu: cpu)
         monkeypatch.setattr(dense_gemm, "level", lambda: 3)
@@ -217,6 +227,14 @@ def test_auto_takes_the_avx2_build_anywhere_and_the_avx512_build_on_measured_pro
         _blas.configure("auto")
         assert _blas.own_kernels == (cpu is not None) and dense_gemm.get_mode() == (1 if cpu else 0)
     assert _blas.info()["own_kernels"] == "off"
+    # Zen 4: the AVX-512 build for the thin products only.
+    monkeypatch.setattr(_blas, "thin_own_kernels_cpu", lambda cpuinfo=None: "Zen 4")
+    _blas.configure("auto")
+    assert _blas.own_kernels and dense_gemm.get_mode() == 3
+    assert _blas.info()["own_kernels"] == "thin dense-layer shapes"
+    monkeypatch.setattr(dense_gemm, "level", lambda: 3)
+    _blas.configure("auto")
+    assert dense_gemm.get_mode() == 1  # the AVX2 build's rule is thin already
 
 
 @needs_kernels

@@ -206,8 +206,13 @@ def test_own_kernel_processors_are_the_measured_ones():
     assert _blas.own_kernels_cpu(zen5) == "Zen 5"
     assert _blas.own_kernels_cpu(zen5.replace(": 17", ": 68")) == "Zen 5"  # every Zen 5 model
     assert _blas.own_kernels_cpu(EMERALD_RAPIDS) == "Emerald Rapids"
-    # Not measured: Zen 4, Sapphire Rapids (model 143), Ice Lake (106); without AVX-512 nothing.
+    # Zen 4 takes them for thin products only; not measured: Sapphire Rapids (model 143), Ice
+    # Lake (106); without AVX-512 nothing.
     assert _blas.own_kernels_cpu(ZEN4) is None
+    assert _blas.thin_own_kernels_cpu(ZEN4) == "Zen 4"
+    assert _blas.thin_own_kernels_cpu(ZEN4.replace(": 17", ": 97")) == "Zen 4"  # every Zen 4 model
+    assert _blas.thin_own_kernels_cpu(zen5) is None and _blas.thin_own_kernels_cpu(EMERALD_RAPIDS) is None
+    assert _blas.thin_own_kernels_cpu(ZEN4.replace("avx512f ", "")) is None
     assert _blas.own_kernels_cpu(EMERALD_RAPIDS.replace(": 207", ": 143")) is None
     assert _blas.own_kernels_cpu(EMERALD_RAPIDS.replace(": 207", ": 106")) is None
     assert _blas.own_kernels_cpu(EMERALD_RAPIDS.replace("avx512f ", "")) is None
@@ -241,7 +246,7 @@ with threadpoolctl.threadpool_limits(1, user_api="blas"):
 print(json.dumps({"before": before, "after_f64": after_f64, "after_small": after_small,
                   "info": _blas.info(), "ok": ok,
                   "zen4": _blas.is_zen4(), "zen5": _blas.is_zen5(), "libs": libs(),
-                  "own_cpu": _blas.own_kernels_cpu(),
+                  "own_cpu": _blas.own_kernels_cpu(), "thin_cpu": _blas.thin_own_kernels_cpu(),
                   "level": dense_gemm.level()}))
 """
     env = {k: v for k, v in os.environ.items() if k not in ("PLAIT_BLAS", "OPENBLAS_CORETYPE")}
@@ -253,10 +258,12 @@ print(json.dumps({"before": before, "after_f64": after_f64, "after_small": after
     assert got["before"]["library"] is None and got["after_f64"]["library"] is None
     # An 8 x 8 x 8 product is not worth loading it for; a 700^3 one is.
     assert got["after_small"]["library"] is None
-    # plait's own products: with the AVX-512 build on the measured processors, with the
-    # AVX2 build on any (its rule takes thin products only).
+    # plait's own products: with the AVX-512 build on the measured processors (only the thin
+    # products on some), with the AVX2 build on any (its rule takes thin products only).
     own = got["level"] == 3 or (got["level"] == 4 and got["own_cpu"])
-    assert got["info"]["own_kernels"] == ("dense-layer shapes" if own else "off")
+    thin = not own and got["level"] == 4 and got["thin_cpu"]
+    assert got["info"]["own_kernels"] == ("dense-layer shapes" if own else
+                                          "thin dense-layer shapes" if thin else "off")
     if got["zen4"] or got["zen5"]:
         assert "first float32 product" in got["before"]["reason"]
         assert got["info"]["library"] and got["info"]["float64"] is False

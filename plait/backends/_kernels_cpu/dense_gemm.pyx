@@ -48,6 +48,8 @@ SMALL_SIDE = 64
 #: at 1.1-1.7x). There the BLAS's packing of both operands weighs most; at the MLP's larger
 #: shapes (M 128-256, K and N 512-784) OpenBLAS's AVX2 kernels ran up to 1.1x as fast as these
 #: (Emerald Rapids with AVX2 forced; bench/README.md, "Panels for the copied operand").
+#: Mode 3 applies the same bounds to the AVX-512 build, for processors where only the thin
+#: products won a whole training loop (Zen 4: bench/README.md, "On Zen 4").
 AVX2_THIN_SIDE = 64
 AVX2_THIN_K = 128
 AVX2_THIN_N_TX = 16
@@ -59,7 +61,9 @@ cdef Py_ssize_t _AVX2_THIN_SIDE = AVX2_THIN_SIDE
 cdef Py_ssize_t _AVX2_THIN_K = AVX2_THIN_K
 cdef Py_ssize_t _AVX2_THIN_N_TX = AVX2_THIN_N_TX
 
-cdef int _mode = 0  # 0: decline everything, 1: the shapes `wanted` names, 2: every product
+# 0: decline everything, 1: the shapes `wanted` names, 2: every product, 3: as 1 with the thin
+# bounds whatever the build
+cdef int _mode = 0
 cdef Py_ssize_t _table_products = 0  # products the cblas() table's sgemm handed to these kernels
 
 
@@ -75,10 +79,11 @@ def level() -> int:
 
 
 def set_mode(int mode) -> None:
-    """0: take no product; 1: those `wanted` names (the default rule); 2: every one it can."""
+    """0: take no product; 1: those `wanted` names (the default rule); 2: every one it can;
+    3: those `wanted(..., thin=True)` names (the rule with the thin bounds, for either build)."""
     global _mode
-    if mode not in (0, 1, 2):
-        raise ValueError(f"dense_gemm.set_mode: mode must be 0, 1 or 2, got {mode!r}.")
+    if mode not in (0, 1, 2, 3):
+        raise ValueError(f"dense_gemm.set_mode: mode must be 0, 1, 2 or 3, got {mode!r}.")
     _mode = mode
 
 
@@ -86,22 +91,26 @@ def get_mode() -> int:
     return _mode
 
 
-cdef inline bint _wanted(Py_ssize_t M, Py_ssize_t N, Py_ssize_t K, bint tx, bint ty) noexcept nogil:
+cdef inline bint _wanted(Py_ssize_t M, Py_ssize_t N, Py_ssize_t K, bint tx, bint ty,
+                         bint thin) noexcept nogil:
     if <double>M * <double>N * <double>K >= _MAX_WORK:
         return 0
     if ty and not tx and min(M, N) <= _TINY_SIDE and max(M, N) <= _SMALL_SIDE:
         return 0
-    if pdg_level() == 3 and not (M <= _AVX2_THIN_SIDE or K <= _AVX2_THIN_K
-                                 or N <= (_AVX2_THIN_N_TX if tx else _AVX2_THIN_SIDE)):
+    if thin and not (M <= _AVX2_THIN_SIDE or K <= _AVX2_THIN_K
+                     or N <= (_AVX2_THIN_N_TX if tx else _AVX2_THIN_SIDE)):
         return 0
     return 1
 
 
-def wanted(Py_ssize_t M, Py_ssize_t K, Py_ssize_t N, bint trans1=False, bint trans2=False) -> bool:
+def wanted(Py_ssize_t M, Py_ssize_t K, Py_ssize_t N, bint trans1=False, bint trans2=False,
+           thin=None) -> bool:
     """Whether the default rule sends op(x) (M, K) @ op(y) (K, N) to these kernels, for
-    row-major x and y (a column-major operand counts as the transpose of a row-major one), with
-    the build that runs here (level())."""
-    return bool(_wanted(M, N, K, trans1, trans2))
+    row-major x and y (a column-major operand counts as the transpose of a row-major one);
+    `thin` asks for the thin bounds too (None: as mode 1 does with the build that runs here,
+    i.e. only with the AVX2 build)."""
+    cdef bint thin_bounds = pdg_level() == 3 if thin is None else bool(thin)
+    return bool(_wanted(M, N, K, trans1, trans2, thin_bounds))
 
 
 def gemm(x_obj, y_obj, out=None, bint trans1=False, bint trans2=False, bint accumulate=False):
@@ -123,7 +132,7 @@ def gemm(x_obj, y_obj, out=None, bint trans1=False, bint trans2=False, bint accu
     cdef Py_ssize_t ldx, ldy
     if not _row_major(x, trans1, &tx, &ldx) or not _row_major(y, trans2, &ty, &ldy):
         return None
-    if _mode == 1 and not _wanted(M, N, K, tx, ty):
+    if _mode & 1 and not _wanted(M, N, K, tx, ty, _mode == 3 or pdg_level() == 3):
         return None
     cdef cnp.ndarray c
     if out is None:
@@ -162,7 +171,7 @@ cdef int _table_sgemm(bint transA, bint transB, int M, int N, int K, float alpha
         return 0
     if lda < (M if transA else K) or ldb < (K if transB else N):
         return 0
-    if _mode == 1 and not _wanted(M, N, K, transA, transB):
+    if _mode & 1 and not _wanted(M, N, K, transA, transB, _mode == 3 or pdg_level() == 3):
         return 0
     if not pdg_gemm(M, N, K, A, lda, transA, B, ldb, transB, C, beta == 1.0):
         return 0
