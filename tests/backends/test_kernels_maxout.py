@@ -186,6 +186,16 @@ def test_sparse_dw_kernel_over_column_passes_and_row_groups():
         results.append((dW.tobytes(), db.tobytes()))
     assert results[0] == results[1]
 
+def test_sparse_dw_chunks_follow_the_l1_cache():
+    # Rows per chunk keep 12 vectors a row within 3/4 of L1: 48 KiB (Emerald Rapids) gives 96
+    # AVX2 rows, 32 KiB (Zen 3/4) 64; twice the vector width, half the rows, within 8..256.
+    avx2, avx512 = maxout.dw_chunk_rows(8), maxout.dw_chunk_rows(16)
+    assert 8 <= avx512 <= avx2 <= 256 and avx2 in (2 * avx512, 2 * avx512 + 1)
+    assert maxout.dw_chunk_rows(1) == 256 or maxout.dw_chunk_rows(1) >= 8 * avx2
+    with pytest.raises(ValueError, match="vector_floats must be at least 1, got 0"):
+        maxout.dw_chunk_rows(0)
+
+
 @pytest.mark.parametrize("dtype,itype", [("float32", "int32"), ("float32", "int64"), ("float64", "int32")])
 @pytest.mark.parametrize("nP", [2, 5])
 def test_dx_kernel_over_several_row_chunks_and_output_blocks(dtype, itype, nP):

@@ -44,6 +44,9 @@ cdef extern from *:
     #include <stdint.h>
     #include <stdlib.h>
     #include <string.h>
+    #if defined(__unix__) || defined(__APPLE__)
+    #include <unistd.h>  /* sysconf: the L1 size, where the C library knows it */
+    #endif
 
     /* The inner loops are fixed-width blocks that GCC keeps in vector registers, compiled
        for AVX2+FMA in the builds that allow it (plait_isa.h). */
@@ -270,7 +273,7 @@ cdef extern from *:
 
     /* dW and db for float32 / int32 with the sums held in registers (AVX2 and AVX-512).
 
-       Rows go PLAIT_MX_RCHUNK at a time. Within a chunk each output's rows are grouped by
+       Rows go plait_mx_rchunk(L) at a time. Within a chunk each output's rows are grouped by
        their winner p (a counting sort that keeps row order), with their dY values beside
        them. Then, block of 12 vectors of columns by block, for every (o, p): the block's sums
        start at zero in 12 registers, take one fused multiply-add per row that chose p (no
@@ -293,16 +296,32 @@ cdef extern from *:
        depends only on its own rows, taken chunk by chunk in row order, so neither the split
        of outputs between threads nor the passes change a bit. Returns 0 when its buffers
        cannot be allocated. */
-    /* Rows per chunk for vectors of L floats: the chunk's X columns of one block (12 vectors
-       a row) take 36 KiB, within L1's 48 (96 rows with AVX2, 48 with AVX-512). Longer lists
-       than 48 rows (16 a list on average with 3 pieces) made the AVX2 kernel 5-12% faster at
-       widths 256-512; with AVX-512, 96 rows spilled the block out of L1 (w256 15.0 ms against
-       the BLAS's 11.0). */
-    #define PLAIT_MX_RCHUNK(L) (768 / (L))
+    /* Rows per chunk for vectors of L floats: as many as keep the chunk's X columns of one
+       block (12 vectors a row) within three quarters of this core's L1 data cache. On Emerald
+       Rapids (48 KiB) that is 36 KiB, 96 rows with AVX2 and 48 with AVX-512: longer lists than
+       48 rows (16 a list on average with 3 pieces) made the AVX2 kernel 5-12% faster at widths
+       256-512, and with AVX-512 96 rows spilled the block out of L1 (w256 15.0 ms against the
+       BLAS's 11.0). On Zen 4 (32 KiB) the 96 AVX2 rows spilled too: 64 made the AVX2 dW 9-14%
+       faster at widths 64-512 (bench/README.md, "On Zen 4"). The rows of a chunk sum apart
+       before they join dW, so the last bits of dW follow the L1 size. A row's index in its
+       chunk is kept in one byte: at most 256 rows. */
+    static Py_ssize_t plait_mx_l1_bytes = 0;
+    static Py_ssize_t plait_mx_rchunk(Py_ssize_t L) {
+        Py_ssize_t l1 = plait_mx_l1_bytes;
+        if (l1 == 0) {
+            long got = -1;
+    #ifdef _SC_LEVEL1_DCACHE_SIZE
+            got = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    #endif
+            /* Unknown or implausible: the smallest L1 of current x86-64 cores. */
+            l1 = got >= (16 << 10) && got <= (1 << 20) ? (Py_ssize_t)got : (32 << 10);
+            plait_mx_l1_bytes = l1;  /* every thread finds the same value */
+        }
+        Py_ssize_t rows = l1 * 3 / 4 / (12 * L * (Py_ssize_t)sizeof(float));
+        return rows < 8 ? 8 : rows > 256 ? 256 : rows;
+    }
     #define PLAIT_MX_DW_L2 (768 << 10)
     #define PLAIT_MX_LIST_BYTES (4 << 20)
-    _Static_assert(PLAIT_MX_RCHUNK(8) <= 256 && PLAIT_MX_RCHUNK(16) <= 256,
-                   "a row's index in its chunk is kept in one byte");
     #define PLAIT_MX_DW2_BLOCK(VT, L, NV)                                                        \\
         for (; j + NV * L <= j1; j += NV * L) {                                                  \\
             VT s[NV];                                                                            \\
@@ -320,7 +339,7 @@ cdef extern from *:
                                        float *dW, float *db, Py_ssize_t o0, Py_ssize_t o1,       \\
                                        Py_ssize_t nB, Py_ssize_t nO, Py_ssize_t nP,              \\
                                        Py_ssize_t nI) {                                          \\
-        const Py_ssize_t nL = (o1 - o0) * nP, JB = 12 * L, RC = PLAIT_MX_RCHUNK(L);              \\
+        const Py_ssize_t nL = (o1 - o0) * nP, JB = 12 * L, RC = plait_mx_rchunk(L);              \\
         /* Columns per pass: whole blocks, as many as keep the pass's dW in L2 (at least one). */ \\
         const Py_ssize_t pass_row = (nL > 0 ? nL : 1) * JB * (Py_ssize_t)sizeof(float);          \\
         Py_ssize_t JP = PLAIT_MX_DW_L2 / pass_row * JB;                                          \\
@@ -481,6 +500,7 @@ cdef extern from *:
                              Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) nogil
     int plait_mx_has_v4() nogil
     int plait_mx_has_dw2() nogil
+    Py_ssize_t plait_mx_rchunk(Py_ssize_t) nogil
     int plait_mx_dw2_f32_i32_v4(const float*, const int32_t*, const float*, float*, float*,
                                 Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t,
                                 Py_ssize_t) nogil
@@ -653,6 +673,16 @@ cdef bint _dw(bint f32, bint i32, const void* dY, const void* which, const void*
                             <double*>dW, <double*>db, o0, o1, nB, nO, nP, nI, xbuf, ld, acc, ld)
     free(block)
     return True
+
+
+def dw_chunk_rows(Py_ssize_t vector_floats):
+    """Rows per chunk of the register-sum dW kernel for vectors of `vector_floats` floats (8
+    with AVX2, 16 with AVX-512): as many as keep a block of 12 vectors a row within three
+    quarters of this core's L1 data cache (32 KiB assumed where the C library does not say),
+    between 8 and 256."""
+    if vector_floats < 1:
+        raise ValueError(f"maxout.dw_chunk_rows: vector_floats must be at least 1, got {vector_floats}.")
+    return plait_mx_rchunk(vector_floats)
 
 
 def sparse_dw_min_pieces():
