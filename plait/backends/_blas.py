@@ -36,8 +36,9 @@ AVX2 kernels (bench/README.md, "Panels for the copied operand"). Measured on an 
 Xeon with AVX2 forced; `bench/dense_gemm_grid.py --blas numpy` measures it on any processor. On
 Zen 4 (THIN_OWN_KERNEL_CPUS) `auto` gives the AVX-512 build the same thin products only: the
 grid favoured it at most dense-layer shapes (1.13x the private OpenBLAS at the median of the
-shapes the full rule takes), but in an MLP's training loop only the thin products paid (1.1-1.2x
-at width 64 or batch 16, 0.95-0.98x with every product at width 512, batch 256).
+shapes the full rule takes), but in an MLP's training loop only the thin products paid (1.03-1.23x
+in 10 of the 12 cells of bench/matrix.py, 1.2x at batch 16; 0.93-0.95x with every product at
+width 512, batch 256).
 
 `PLAIT_BLAS` chooses: `auto` (default: as above), `numpy` (never load a second
 BLAS, no own kernels), `openblas` (use the private OpenBLAS on any processor, float32 and float64,
@@ -127,8 +128,9 @@ OWN_KERNEL_CPUS: Dict[Tuple[str, int, Optional[int]], str] = {
 }
 #: The AVX-512 processors on which `auto` sends them only the thin products among those (the
 #: bounds the AVX2 build's rule uses, dense_gemm mode 3): on Zen 4 the grid favoured the kernels
-#: at most dense-layer shapes, but a whole MLP training loop gained only where a side was thin
-#: (width 64: 1.1-1.2x) and lost up to 4% at width 512 (bench/README.md, "On Zen 4").
+#: at most dense-layer shapes, but in a whole MLP training loop the thin products gained 3-23%,
+#: the others nothing that repeated and 5-7% lost at width 512, batch 256 (bench/README.md,
+#: "On Zen 4").
 THIN_OWN_KERNEL_CPUS: Dict[Tuple[str, int, Optional[int]], str] = {
     ("AuthenticAMD", 25, None): "Zen 4",
 }
