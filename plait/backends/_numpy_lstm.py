@@ -36,6 +36,8 @@ _blas_tables: Any = None
 #: through the BLAS"); on other AVX-512 processors the kernels keep them.
 BLAS_AVX512_WORK: Dict[Tuple[str, int, Optional[int]], Tuple[int, int]] = {
     ("GenuineIntel", 6, 207): (1 << 29, 1 << 28),  # Emerald Rapids
+    # Zen 4: the weight gradients only; the input projection and gradient tied to 2**32.
+    ("AuthenticAMD", 25, None): (-1, 1 << 23),
 }
 
 

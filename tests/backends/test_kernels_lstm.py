@@ -485,7 +485,9 @@ def test_with_avx512_the_two_kinds_of_products_follow_their_own_sizes(ref_ops):
 @pytest.mark.parametrize("cpu,work", [
     (("GenuineIntel", 6, 207), (1 << 29, 1 << 28)),  # Emerald Rapids: measured
     (("GenuineIntel", 6, 143), (-1, -1)),  # Sapphire Rapids: not measured
-    (("AuthenticAMD", 25, 17), (-1, -1)),  # Zen 4: not measured, the kernels keep their products
+    (("AuthenticAMD", 25, 17), (-1, 1 << 23)),  # Zen 4 (every model): the weight gradients only
+    (("AuthenticAMD", 25, 97), (-1, 1 << 23)),
+    (("AuthenticAMD", 26, 17), (-1, -1)),  # Zen 5: not measured, the kernels keep their products
     (None, (-1, -1)),  # no AVX-512
 ])
 def test_blas_size_with_avx512_follows_the_measured_processors(monkeypatch, cpu, work):
@@ -493,10 +495,12 @@ def test_blas_size_with_avx512_follows_the_measured_processors(monkeypatch, cpu,
 
     monkeypatch.setattr(_blas, "avx512_cpu", lambda cpuinfo=None: cpu)
     assert _numpy_lstm._avx512_work() == work
-    # A whole family's entry (model None) covers its every model, as in OWN_KERNEL_CPUS.
+    # A whole family's entry (model None) covers its every model, as in OWN_KERNEL_CPUS; a
+    # model's own entry comes first.
     if cpu is not None:
         monkeypatch.setitem(_numpy_lstm.BLAS_AVX512_WORK, (cpu[0], cpu[1], None), (7, 8))
-        assert _numpy_lstm._avx512_work() == (work if work != (-1, -1) else (7, 8))
+        own_model = (cpu[0], cpu[1], cpu[2]) in _numpy_lstm.BLAS_AVX512_WORK
+        assert _numpy_lstm._avx512_work() == (work if own_model else (7, 8))
 
 
 def test_lstm_products_without_a_blas_routine(monkeypatch, ref_ops):
