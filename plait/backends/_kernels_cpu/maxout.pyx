@@ -301,7 +301,7 @@ cdef extern from *:
        Rapids (48 KiB) that is 36 KiB, 96 rows with AVX2 and 48 with AVX-512: longer lists than
        48 rows (16 a list on average with 3 pieces) made the AVX2 kernel 5-12% faster at widths
        256-512, and with AVX-512 96 rows spilled the block out of L1 (w256 15.0 ms against the
-       BLAS's 11.0). On Zen 4 (32 KiB) the 96 AVX2 rows spilled too: 64 made the AVX2 dW 9-14%
+       BLAS's 11.0). On Zen 4 (32 KiB) the 96 AVX2 rows spilled too: 64 made the AVX2 dW 6-19%
        faster at widths 64-512 (bench/README.md, "On Zen 4"). The rows of a chunk sum apart
        before they join dW, so the last bits of dW follow the L1 size. A row's index in its
        chunk is kept in one byte: at most 256 rows. */
