@@ -49,11 +49,12 @@ def _assert_close(got, expected, K):
 # and row blocks (128); of the AVX2 tile (6 rows, 8-lane vectors, 16-column panels), its K
 # blocks (256) and row blocks (120, with a transposed A copied when N >= 64); the shapes of an
 # MLP's products; and operands copied into panels whose last one is partly empty (N or M of
-# 1,491), or of 3,072 rows (spaCy's parser).
+# 1,491), or of 3,072 rows (spaCy's parser); operands with rows 4 KiB apart, which the AVX2
+# tile copies into panels rather than read in place (N or M of 1,024, with 130 rows).
 SHAPES = [(1, 1, 1), (3, 5, 7), (8, 16, 48), (9, 17, 49), (15, 31, 33), (17, 513, 95),
           (130, 100, 20), (77, 300, 101), (128, 784, 512), (10, 128, 512), (128, 512, 10),
           (300, 1030, 64), (6, 8, 16), (7, 257, 17), (121, 256, 63), (125, 600, 72),
-          (13, 96, 1491), (1491, 33, 20), (7, 129, 3072)]
+          (13, 96, 1491), (1491, 33, 20), (7, 129, 3072), (130, 70, 1024), (1024, 70, 130)]
 
 
 @needs_kernels
@@ -91,6 +92,25 @@ def test_every_memory_layout(mode, layout_x, layout_y, trans1, trans2):
     got = dense_gemm.gemm(x, y, None, trans1, trans2, False)
     assert got is not None
     _assert_close(got, _reference(x, y, trans1, trans2), K)
+
+
+@needs_kernels
+@pytest.mark.parametrize("trans1", [False, True])
+def test_operands_with_rows_4_kib_apart_and_a_partial_last_panel(mode, trans1):
+    # y's rows 1,024 floats apart but 1,000 of them used: the AVX2 tile copies it into panels
+    # of 16 columns, the last one half empty; x, seen transposed, likewise where it is B.
+    mode(2)
+    rng = numpy.random.default_rng(5 + trans1)
+    M, K, N = 200, 90, 1000
+    y = rng.standard_normal((K, 1024), dtype="float32")[:, :N]
+    x = (rng.standard_normal((K, 2048), dtype="float32")[:, :M] if trans1
+         else rng.standard_normal((M, K), dtype="float32"))
+    got = dense_gemm.gemm(x, y, None, trans1, False, False)
+    _assert_close(got, _reference(x, y, trans1, False), K)
+    if trans1:  # x itself (K x M, rows 2,048 apart) as the right operand: y.T @ x
+        yt = numpy.ascontiguousarray(y.T)
+        got = dense_gemm.gemm(yt, x, None, False, False, False)
+        _assert_close(got, _reference(yt, x, False, False), K)
 
 
 @needs_kernels

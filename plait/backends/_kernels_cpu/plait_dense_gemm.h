@@ -406,7 +406,40 @@ PDG_TARGET2 static void pdg_panels(const float* y, int64_t N, int64_t K, ptrdiff
     }
 }
 
+/* b (K x N, rows ldb apart, read as it is) copied into panels of 16 columns for pdg2_run's
+   `panel` mode: panel p holds K rows of 16 floats, float c of row k being b[k, 16 p + c]; a
+   last panel's missing columns are 0. No sum changes. */
+PDG_TARGET2 static void pdg2_copy_panels(const float* b, int64_t N, int64_t K, ptrdiff_t ldb,
+                                         float* d) {
+    for (int64_t j0 = 0; j0 < N; j0 += PDG2_NR) {
+        const int64_t nn = N - j0 < PDG2_NR ? N - j0 : PDG2_NR;
+        float* dp = d + j0 * K;
+        for (int64_t k = 0; k < K; k++) {
+            const float* src = b + k * ldb + j0;
+            if (nn == PDG2_NR) {
+                _mm256_storeu_ps(dp + k * PDG2_NR, _mm256_loadu_ps(src));
+                _mm256_storeu_ps(dp + k * PDG2_NR + 8, _mm256_loadu_ps(src + 8));
+            } else {
+                for (int64_t c = 0; c < PDG2_NR; c++) dp[k * PDG2_NR + c] = c < nn ? src[c] : 0.0f;
+            }
+        }
+    }
+}
+
 #endif /* PDG_HAVE_X86 */
+
+/* Whether the AVX2 tile should read an operand it could read in place (K x N, rows ldb floats
+   apart) from panels instead: the tile reads one 64-byte line of it per k, KC lines a panel,
+   and every row tile of the block reads the same lines again. With rows a multiple of 4 KiB
+   apart all those lines fall into one of L1's 64 sets, which holds 8 of them (12 on Emerald
+   Rapids), and each row tile reads them from L2 again. On Zen 4 with AVX2 (2026-11-28,
+   dense_gemm_grid.py, two runs) x @ y and x.T @ y with N = 3,072 ran at 45-67 GFLOP/s in
+   place; copied, at 1.30x that at the median over 60 shapes of at least 128 rows (the lowest
+   0.99x) but down to 0.76x with 64 rows, where fewer row tiles repay the copy. Rows 2 KiB apart
+   (N = 512) gained 1.08x at the median, with losses to 0.78x: left in place. */
+static int pdg2_panels_pay(int64_t rows, int64_t K, ptrdiff_t ldb) {
+    return rows >= 128 && K >= 64 && ldb % 1024 == 0;
+}
 
 /* A growing buffer per thread for the transposed copy of an operand (freed with the thread),
    at most PDG_SCRATCH_MAX floats. */
@@ -491,29 +524,38 @@ static int pdg_gemm(int64_t M, int64_t N, int64_t K, const float* x, ptrdiff_t l
         /* Vectors along N: A = op(x), B = op(y) (K x N). */
         const float* b = y;
         ptrdiff_t ldb = ldy;
-        const size_t copied = ty ? (size_t)K * (size_t)((N + nr - 1) / nr * nr) : 0;
+        /* The AVX2 tile also copies a B it could read in place where L1 would not hold it. */
+        const int copy = !ty && level == 3 && pdg2_panels_pay(M, K, ldy);
+        const size_t copied = ty || copy ? (size_t)K * (size_t)((N + nr - 1) / nr * nr) : 0;
         float* t = copied + packed ? pdg_scratch(copied + packed) : NULL;
         if (copied + packed && t == NULL) return 0;
         if (ty) {
             pdg_panels(y, N, K, ldy, t, nr);
             b = t;
+        } else if (copy) {
+            pdg2_copy_panels(y, N, K, ldy, t);
+            b = t;
         }
         if (level == 4) pdg_run(M, N, K, x, tx ? 1 : ldx, tx ? ldx : 1, b, ldb, out, N, beta, 0, ty);
-        else pdg2_run(M, N, K, x, tx ? 1 : ldx, tx ? ldx : 1, b, ldb, out, N, beta, 0, t + copied, ty);
+        else pdg2_run(M, N, K, x, tx ? 1 : ldx, tx ? ldx : 1, b, ldb, out, N, beta, 0, t + copied, ty || copy);
         return 1;
     }
     /* Vectors along M: A = op(y).T (N x K), B = op(x).T (K x M), C written transposed. */
     const float* b = x;
     ptrdiff_t ldb = ldx;
-    const size_t copied = tx ? 0 : (size_t)K * (size_t)((M + nr - 1) / nr * nr);
+    const int copy = tx && level == 3 && pdg2_panels_pay(N, K, ldx);
+    const size_t copied = !tx || copy ? (size_t)K * (size_t)((M + nr - 1) / nr * nr) : 0;
     float* t = copied + packed ? pdg_scratch(copied + packed) : NULL;
     if (copied + packed && t == NULL) return 0;
     if (!tx) {
         pdg_panels(x, M, K, ldx, t, nr);
         b = t;
+    } else if (copy) {
+        pdg2_copy_panels(x, M, K, ldx, t);
+        b = t;
     }
     if (level == 4) pdg_run(N, M, K, y, ty ? ldy : 1, ty ? 1 : ldy, b, ldb, out, N, beta, 1, !tx);
-    else pdg2_run(N, M, K, y, ty ? ldy : 1, ty ? 1 : ldy, b, ldb, out, N, beta, 1, t + copied, !tx);
+    else pdg2_run(N, M, K, y, ty ? ldy : 1, ty ? 1 : ldy, b, ldb, out, N, beta, 1, t + copied, !tx || copy);
     return 1;
 #else
     (void)M; (void)N; (void)K; (void)x; (void)ldx; (void)tx; (void)y; (void)ldy; (void)ty;
