@@ -10,8 +10,10 @@ kernels called directly. Rounds alternate the two; each shape's
 figure is the median over rounds of the best of `--repeat` timings, in GFLOP per CPU-second.
 
 It prints, per layout and over all shapes, the median and the lowest ratio (own / BLAS), and how
-the rule `PLAIT_BLAS=auto` applies (dense_gemm.wanted) does: the share of the best of the two it
-gets, overall and where it picks each side.
+the two rules `PLAIT_BLAS=auto` applies do (dense_gemm.wanted: the full rule, below 2**28
+multiply-adds, and the thin rule, which also asks for a thin side): the share of the best of
+the two each gets; then which of them `auto` applies with this build on this processor, and
+where it picks each side.
 
     .venv/bin/python bench/dense_gemm_grid.py                  # ~5 minutes
     .venv/bin/python bench/dense_gemm_grid.py --quick          # a few shapes, seconds
@@ -74,8 +76,21 @@ def measure(grid: Dict[str, List[int]], rounds: int, repeat: int, blas: str = "o
                     got[name].append(best)
             rows.append(dict(M=M, K=K, N=N, layout=layout, blas=statistics.median(got["blas"]),
                              own=statistics.median(got["own"]),
-                             wanted=bool(dense_gemm.wanted(M, K, N, t1, t2))))
+                             wanted=bool(dense_gemm.wanted(M, K, N, t1, t2, thin=False)),
+                             wanted_thin=bool(dense_gemm.wanted(M, K, N, t1, t2, thin=True))))
     return rows
+
+
+def auto_rule() -> str:
+    """Which rule `PLAIT_BLAS=auto` applies with this build on this processor (_blas)."""
+    from plait.backends import _blas
+    from plait.backends._kernels_cpu import dense_gemm
+
+    if dense_gemm.level() == 3 or (dense_gemm.level() == 4 and _blas.thin_own_kernels_cpu()):
+        return "thin"
+    if dense_gemm.level() == 4 and _blas.own_kernels_cpu():
+        return "full"
+    return "none"
 
 
 def report(rows: List[Dict]) -> None:
@@ -92,22 +107,29 @@ def report(rows: List[Dict]) -> None:
         table.append([layout, str(n), f"{med:.2f}", f"{low:.2f}", str(sn), f"{smed:.2f}", f"{slow:.2f}"])
     print(H.render_table(["layout", "shapes", "median own/BLAS", "lowest", "shapes < 2**28 MACs",
                           "median there", "lowest there"], table))
-    shares = {"rule": [], "own": [], "blas": []}
+    shares = {"full": [], "thin": [], "own": [], "blas": []}
     for r in rows:
         best = max(r["own"], r["blas"])
-        shares["rule"].append((r["own"] if r["wanted"] else r["blas"]) / best)
+        shares["full"].append((r["own"] if r["wanted"] else r["blas"]) / best)
+        shares["thin"].append((r["own"] if r["wanted_thin"] else r["blas"]) / best)
         shares["own"].append(r["own"] / best)
         shares["blas"].append(r["blas"] / best)
     print()
-    for name, label in (("rule", "auto's rule (dense_gemm.wanted)"), ("own", "always plait's kernels"),
-                        ("blas", "always the BLAS")):
+    for name, label in (("full", "the full rule (dense_gemm.wanted)"),
+                        ("thin", "the thin rule (dense_gemm.wanted, thin=True)"),
+                        ("own", "always plait's kernels"), ("blas", "always the BLAS")):
         v = shares[name]
         print(f"{label}: median {statistics.median(v):.0%} of the better of the two, geometric mean "
               f"{statistics.geometric_mean(v):.1%}, lowest {min(v):.0%}, below 90% in {sum(s < 0.9 for s in v)} "
               f"of {len(v)} shapes")
-    picked = [r for r in rows if r["wanted"]]
-    print(f"The rule sends {len(picked)} of {len(rows)} shapes to plait's kernels; there they run at "
-          f"median {statistics.median(r['own'] / r['blas'] for r in picked):.2f}x the BLAS.")
+    rule = auto_rule()
+    if rule == "none":
+        print("auto's rule here: none (the BLAS takes every product with this build on this processor).")
+        return
+    picked = [r for r in rows if r["wanted" if rule == "full" else "wanted_thin"]]
+    print(f"auto's rule here: the {rule} rule; it sends {len(picked)} of {len(rows)} shapes to plait's "
+          f"kernels, where they run at median "
+          f"{statistics.median(r['own'] / r['blas'] for r in picked) if picked else float('nan'):.2f}x the BLAS.")
 
 
 def main(argv=None) -> None:
