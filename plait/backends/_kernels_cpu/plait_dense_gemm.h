@@ -433,10 +433,10 @@ PDG_TARGET2 static void pdg2_copy_panels(const float* b, int64_t N, int64_t K, p
    and every row tile of the block reads the same lines again. With rows a multiple of 4 KiB
    apart all those lines fall into one of L1's 64 sets, which holds 8 of them (12 on Emerald
    Rapids), and each row tile reads them from L2 again. On Zen 4 with AVX2 (2026-11-28,
-   dense_gemm_grid.py, two runs) x @ y and x.T @ y with N = 3,072 ran at 45-67 GFLOP/s in
-   place; copied, at 1.30x that at the median over 60 shapes of at least 128 rows (the lowest
-   0.99x) but down to 0.76x with 64 rows, where fewer row tiles repay the copy. Rows 2 KiB apart
-   (N = 512) gained 1.08x at the median, with losses to 0.78x: left in place. */
+   dense_gemm_grid.py) x @ y and x.T @ y with N = 3,072 ran at 45-67 GFLOP/s in place;
+   copied, at 1.28-1.30x that at the median over 60 shapes of at least 128 rows (two runs; the
+   lowest 0.88-0.99x) but down to 0.76x with 64 rows, where fewer row tiles repay the copy. Rows
+   2 KiB apart (N = 512) gained 1.08x at the median, with losses to 0.78x: left in place. */
 static int pdg2_panels_pay(int64_t rows, int64_t K, ptrdiff_t ldb) {
     return rows >= 128 && K >= 64 && ldb % 1024 == 0;
 }
