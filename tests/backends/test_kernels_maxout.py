@@ -211,6 +211,24 @@ def test_dx_kernel_over_several_row_chunks_and_output_blocks(dtype, itype, nP):
     assert part.tobytes() == dX[101:317].tobytes()
 
 
+@pytest.mark.parametrize("dtype,itype", [("float32", "int32"), ("float64", "int64")])
+def test_dx_kernel_over_chunks_of_rows_across_column_blocks(dtype, itype):
+    # 520 outputs: dY and `which` of 192 rows fill the kernel's chunk (768 KiB), so 430 rows are
+    # three chunks, each taken across every block of W's columns (200 inputs: several blocks
+    # and a tail), W packed while the first chunk passes. Slices give the rows' bits again.
+    dY, which, X, W = make(numpy.random.default_rng(13), 430, 520, 3, 200, dtype, itype)
+    dX_ref = Ops().backprop_maxout_affine(dY, which, X, W)[0]
+    dX = maxout.backprop_maxout_dx(dY, which, W)
+    # Sums of 520 terms up to ~100 in size: the absolute tolerance scales with them.
+    tol = TOL[dtype]["rtol"]
+    numpy.testing.assert_allclose(dX, dX_ref, rtol=tol, atol=tol * float(numpy.abs(dX_ref).max()))
+    for lo, hi in ((0, 191), (190, 430), (7, 400)):
+        part = maxout.backprop_maxout_dx(dY[lo:hi], which[lo:hi], W)
+        assert part.tobytes() == dX[lo:hi].tobytes()
+    with n_threads(2):
+        assert maxout.backprop_maxout_dx(dY, which, W).tobytes() == dX.tobytes()
+
+
 def test_sparse_dw_rule_takes_few_pieces_to_the_blas_and_a_large_dw_too_on_avx512():
     from plait.backends import _kernels_cpu
 

@@ -79,38 +79,54 @@ cdef extern from *:
     #define PLAIT_MX_WROW(n, o) (W + ((o) * nP + (Py_ssize_t)which[(n) * nO + (o)]) * nI + j0)
     #define PLAIT_MX_PROW(n, o) (Wp + ((o) * nP + (Py_ssize_t)which[(n) * nO + (o)]) * ld)
 
-    /* Rows go PLAIT_MX_DX_ROWS at a time and, within a chunk, outputs go in blocks whose
+    /* Within a chunk (below), rows go PLAIT_MX_DX_ROWS at a time and outputs in blocks whose
        packed W rows fill about PLAIT_MX_DX_L1 bytes: the block stays in L1 while the chunk's
        rows read it, and each row's partial sums wait in dX (also in L1) between blocks. All of
        W's packed columns (nO * nP rows of 4 vectors) lie in L2, but a row reads them at
        random by its winners, and from L2 the loads held the 3-row block to ~40 of the AVX2
        core's 85 GFLOP/s (~53 with the blocks, width 256-512, same bits). */
     #define PLAIT_MX_DX_ROWS 192
+    /* Rows go in chunks whose dY and `which` (rows x nO values each) fill about this many
+       bytes (whole PLAIT_MX_DX_ROWS at least): a chunk's are read again for every block of
+       columns and stay in L2 meanwhile. 256 KiB and 2 MiB measured alike at widths 64-512
+       (Zen 4, 2026-11-28). */
+    #define PLAIT_MX_DX_CHUNK_BYTES (768 << 10)
     #define PLAIT_MX_DX_L1 24576
     #define PLAIT_MX_DX_LOAD(P, A)                                                               \\
         if (o0 == 0) { A##0 = zero; A##1 = zero; A##2 = zero; A##3 = zero; }                     \\
         else { A##0 = P[0]; A##1 = P[1]; A##2 = P[2]; A##3 = P[3]; }
     #define PLAIT_DEFINE_MX_DX(T, VT, I, SUF, L)                                                 \\
-    static PLAIT_MX_CLONES Py_ssize_t plait_mx_dx_cols_##SUF(                                   \\
+    static PLAIT_MX_CLONES Py_ssize_t plait_mx_dx_cols_##SUF(                                    \\
             const T *dY, const I *which, const T *W, T *dX, Py_ssize_t n0, Py_ssize_t n1,        \\
             Py_ssize_t nO, Py_ssize_t nP, Py_ssize_t nI, Py_ssize_t jstart, int tail) {          \\
         const Py_ssize_t J4 = nI - nI % (4 * L);                                                 \\
-        /* Column blocks outside, rows inside: the W columns of one block are packed into one    \\
-           contiguous buffer (nO * nP rows of 4 vectors); read in place, rows nI apart fell      \\
-           into too few cache sets. */                                                           \\
-        /* 64-byte aligned, so no vector load of it straddles two cache lines. */             \
-        T *pack = J4 > jstart ? (T *)aligned_alloc(64, (size_t)(nO * nP * 4 * L) * sizeof(T))    \\
-                              : NULL;                                                            \\
-        const T *Wp = pack;                                                                      \\
-        const Py_ssize_t ld = 4 * L;                                                             \\
+        /* W's columns are packed block by block into one contiguous buffer (each block nO * nP  \\
+           rows of 4 vectors; read in place, rows nI apart fell into too few cache sets), then   \\
+           the rows go a chunk at a time across every block: the chunk's dY and `which` stay in  \\
+           L2 while the blocks pass. Blocks outside and all rows inside instead read dY and      \\
+           `which` once per block, from memory at the text CNN's batch 256 (5600 rows, width     \\
+           256: 11 MiB a pass, 12 passes) and ran at half the rate of 1400 rows: chunked, it takes\\
+           0.50-0.54 of that time there, 0.58-0.69 at width 512 from 1400 rows (AVX-512, Zen 4,  \\
+           bench/maxout_kernels.py), and the same time at 350 rows or width 64. */               \\
+        /* 64-byte aligned, so no vector load of it straddles two cache lines. */                \\
+        const Py_ssize_t ld = 4 * L, NBK = (J4 - jstart) / ld, blk = nO * nP * ld;               \\
+        T *pack = NBK > 0 ? (T *)aligned_alloc(64, (size_t)(NBK * blk) * sizeof(T)) : NULL;      \\
         Py_ssize_t OB = PLAIT_MX_DX_L1 / (nP * ld * (Py_ssize_t)sizeof(T));                      \\
         if (OB < 8) OB = 8;                                                                      \\
+        Py_ssize_t RW = PLAIT_MX_DX_CHUNK_BYTES / (nO * (Py_ssize_t)(sizeof(T) + sizeof(I)));    \\
+        RW = RW / PLAIT_MX_DX_ROWS * PLAIT_MX_DX_ROWS;                                           \\
+        if (RW < PLAIT_MX_DX_ROWS) RW = PLAIT_MX_DX_ROWS;                                        \\
         const VT zero = {0};                                                                     \\
-        for (Py_ssize_t j0 = jstart; pack != NULL && j0 < J4; j0 += 4 * L) {                     \\
-          for (Py_ssize_t r = 0; r < nO * nP; ++r)                                               \\
-            memcpy(pack + r * ld, W + r * nI + j0, (size_t)ld * sizeof(T));                      \\
-          for (Py_ssize_t k0 = n0; k0 < n1; k0 += PLAIT_MX_DX_ROWS) {                            \\
-            const Py_ssize_t k1 = k0 + PLAIT_MX_DX_ROWS < n1 ? k0 + PLAIT_MX_DX_ROWS : n1;       \\
+        for (Py_ssize_t s0 = n0; pack != NULL && s0 < n1; s0 += RW) {                            \\
+         const Py_ssize_t s1 = s0 + RW < n1 ? s0 + RW : n1;                                      \\
+         for (Py_ssize_t b = 0; b < NBK; ++b) {                                                  \\
+          const Py_ssize_t j0 = jstart + b * ld;                                                 \\
+          const T *Wp = pack + b * blk;                                                          \\
+          if (s0 == n0)  /* packed as the first chunk needs it, while it is in L2 */             \\
+            for (Py_ssize_t r = 0; r < nO * nP; ++r)                                             \\
+              memcpy(pack + b * blk + r * ld, W + r * nI + j0, (size_t)ld * sizeof(T));          \\
+          for (Py_ssize_t k0 = s0; k0 < s1; k0 += PLAIT_MX_DX_ROWS) {                            \\
+            const Py_ssize_t k1 = k0 + PLAIT_MX_DX_ROWS < s1 ? k0 + PLAIT_MX_DX_ROWS : s1;       \\
             const Py_ssize_t k3 = k0 + (k1 - k0) / 3 * 3;                                        \\
             for (Py_ssize_t o0 = 0; o0 < nO; o0 += OB) {                                         \\
               const Py_ssize_t o1 = o0 + OB < nO ? o0 + OB : nO;                                 \\
@@ -148,6 +164,7 @@ cdef extern from *:
             }                                                                                    \\
           }                                                                                      \\
         }                                                                                        \\
+         }                                                                                       \\
         free(pack);                                                                              \\
         /* Without the buffer (out of memory) every column takes the per-row path below. */      \\
         const Py_ssize_t done = pack != NULL ? J4 : jstart;                                      \\
@@ -173,8 +190,8 @@ cdef extern from *:
         Py_ssize_t j0 = J4;                                                                      \\
         for (; j0 + L <= nI; j0 += L) {                                                          \\
             VT c[8] = {{0}};                                                                     \\
-            for (Py_ssize_t o = 0; o < nO; ++o) c[o & 7] += dy[o] * *(const VT *)PLAIT_MX_WROW(n, o); \\
-            *(VT *)(dx + j0) = ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7])); \\
+            for (Py_ssize_t o = 0; o < nO; ++o) c[o & 7] += dy[o] * *(const VT *)PLAIT_MX_WROW(n, o);\\
+            *(VT *)(dx + j0) = ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7]));\\
         }                                                                                        \\
         for (; j0 < nI; ++j0) {                                                                  \\
             T c = (T)0;                                                                          \\
@@ -207,16 +224,16 @@ cdef extern from *:
             T *acc, Py_ssize_t lda) {                                                            \\
         const Py_ssize_t JV = nI - nI % L;                                                       \\
         /* Columns in blocks whose sums for a group of outputs (OB x nP rows) fit in L1. */      \\
-        const Py_ssize_t JB0 = PLAIT_MX_L1_SUMS / (PLAIT_MX_OB * nP * (Py_ssize_t)sizeof(T)) / L * L; \\
+        const Py_ssize_t JB0 = PLAIT_MX_L1_SUMS / (PLAIT_MX_OB * nP * (Py_ssize_t)sizeof(T)) / L * L;\\
         const Py_ssize_t JB = JB0 > L ? JB0 : L;                                                 \\
         memset(acc, 0, (size_t)((o1 - o0) * nP * lda) * sizeof(T));                              \\
         for (Py_ssize_t r = o0 * nP; r < o1 * nP; ++r) db[r] = (T)0;                             \\
         for (Py_ssize_t c0 = 0; c0 < nB; c0 += PLAIT_MX_CHUNK) {                                 \\
           const Py_ssize_t c1 = c0 + PLAIT_MX_CHUNK < nB ? c0 + PLAIT_MX_CHUNK : nB;             \\
           for (Py_ssize_t n = c0; n < c1; ++n)                                                   \\
-              memcpy(xbuf + (n - c0) * ldx, X + n * nI, (size_t)nI * sizeof(T));                \\
+              memcpy(xbuf + (n - c0) * ldx, X + n * nI, (size_t)nI * sizeof(T));                 \\
           for (Py_ssize_t ob = o0; ob < o1; ob += PLAIT_MX_OB) {                                 \\
-            const int nb = (int)(o1 - ob < PLAIT_MX_OB ? o1 - ob : PLAIT_MX_OB);                  \\
+            const int nb = (int)(o1 - ob < PLAIT_MX_OB ? o1 - ob : PLAIT_MX_OB);                 \\
             T *acco = acc + (ob - o0) * nP * lda;                                                \\
            for (Py_ssize_t j0 = 0; j0 < nI; j0 += JB) {                                          \\
             const Py_ssize_t j1 = nI - j0 > JB ? j0 + JB : nI;                                   \\
@@ -254,7 +271,7 @@ cdef extern from *:
           }                                                                                      \\
         }                                                                                        \\
         for (Py_ssize_t r = 0; r < (o1 - o0) * nP; ++r)                                          \\
-            memcpy(dW + (o0 * nP + r) * nI, acc + r * lda, (size_t)nI * sizeof(T));             \\
+            memcpy(dW + (o0 * nP + r) * nI, acc + r * lda, (size_t)nI * sizeof(T));              \\
     }
     PLAIT_DEFINE_MX_DW(float, plait_vf, int32_t, f32_i32, 8)
     PLAIT_DEFINE_MX_DW(float, plait_vf, int64_t, f32_i64, 8)
@@ -340,7 +357,7 @@ cdef extern from *:
                                        Py_ssize_t nB, Py_ssize_t nO, Py_ssize_t nP,              \\
                                        Py_ssize_t nI) {                                          \\
         const Py_ssize_t nL = (o1 - o0) * nP, JB = 12 * L, RC = plait_mx_rchunk(L);              \\
-        /* Columns per pass: whole blocks, as many as keep the pass's dW in L2 (at least one). */ \\
+        /* Columns per pass: whole blocks, as many as keep the pass's dW in L2 (at least one). */\\
         const Py_ssize_t pass_row = (nL > 0 ? nL : 1) * JB * (Py_ssize_t)sizeof(float);          \\
         Py_ssize_t JP = PLAIT_MX_DW_L2 / pass_row * JB;                                          \\
         if (JP < JB) JP = JB;                                                                    \\
