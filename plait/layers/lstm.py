@@ -6,6 +6,7 @@ from typing import Any, Callable, List, Optional, Tuple, cast
 import numpy
 
 from ..backends import Ops
+from ..backends._checks import describe
 from ..config import registry
 from ..initializers import glorot_uniform_init, zero_init
 from ..model import Model
@@ -126,11 +127,27 @@ def init(
 
 def forward(model: Model[Padded, Padded], Xp: Padded, is_train: bool) -> Tuple[Padded, Callable]:
     ops = model.ops
+    _check_input(model, Xp)
+    dtype = model.get_param("LSTM").dtype
+    Xr = _padded_to_packed(ops, Xp, dtype=dtype)
+    Y, backprop_packed = _forward_packed(model, Xr.data, Xr.lengths, is_train)
+    Yp = _packed_to_padded(ops, Y, Xp)
+
+    def backprop(dYp: Padded) -> Padded:
+        _check_trained(model, backprop_packed)
+        dYr = _padded_to_packed(ops, dYp, dtype=dtype)
+        return _packed_to_padded(ops, backprop_packed(dYr.data, dYr.lengths), dYp)
+
+    return Yp, backprop
+
+
+def _forward_packed(model: Model, X: Any, sizes: Any, is_train: bool) -> Tuple[Any, Callable]:
+    """The LSTM on rows packed step by step (sizes[t] rows at step t, the longest sequences
+    first): X (N, nI) -> Y (N, nO), and backprop(dY, sizes) -> dX, both packed alike."""
+    ops = model.ops
     rate = model.attrs["dropout_rate"]
     LSTM = cast(Floats1d, model.get_param("LSTM"))
     HC0 = cast(Floats4d, model.get_param("HC0"))
-    _check_input(model, Xp)
-    Xr = _padded_to_packed(ops, Xp, dtype=LSTM.dtype)
     mask = None
     if is_train and rate:
         # Dropout on the weights (Gal & Ghahramani): RNN activations are too correlated
@@ -138,26 +155,89 @@ def forward(model: Model[Padded, Padded], Xp: Padded, is_train: bool) -> Tuple[P
         mask = ops.get_dropout_mask(LSTM.shape, rate)
         LSTM = LSTM * mask
     if is_train:
-        Y, fwd_state = ops.lstm_forward_training(LSTM, HC0[0], HC0[1], Xr.data, Xr.lengths)
+        Y, fwd_state = ops.lstm_forward_training(LSTM, HC0[0], HC0[1], X, sizes)
     else:
-        Y = ops.lstm_forward_inference(LSTM, HC0[0], HC0[1], Xr.data, Xr.lengths)
+        Y = ops.lstm_forward_inference(LSTM, HC0[0], HC0[1], X, sizes)
         fwd_state = None
-    Yp = _packed_to_padded(ops, Y, Xp)
 
-    def backprop(dYp: Padded) -> Padded:
-        if fwd_state is None:
-            raise ValueError(
-                f"Cannot backprop through model '{model.name}': it was run with is_train=False. "
-                f"Use model.begin_update(X) to get a usable backprop callback."
-            )
-        dYr = _padded_to_packed(ops, dYp, dtype=LSTM.dtype)
-        dX, dLSTM = ops.backprop_lstm(dYr.data, dYr.lengths, LSTM, fwd_state)
+    def backprop(dY: Any, dY_sizes: Any) -> Any:
+        _check_trained(model, backprop)
+        dX, dLSTM = ops.backprop_lstm(dY, dY_sizes, LSTM, fwd_state)
         if mask is not None:
             dLSTM *= mask
         model.inc_grad("LSTM", dLSTM)
-        return _packed_to_padded(ops, dX, dYp)
+        return dX
 
-    return Yp, backprop
+    backprop.trained = fwd_state is not None  # type: ignore[attr-defined]
+    return Y, backprop
+
+
+def _check_trained(model: Model, backprop: Callable) -> None:
+    if not getattr(backprop, "trained", True):
+        raise ValueError(
+            f"Cannot backprop through model '{model.name}': it was run with is_train=False. "
+            f"Use model.begin_update(X) to get a usable backprop callback."
+        )
+
+
+def forward_unpadded(
+    model: Model, data: Any, lengths: Any, is_train: bool
+) -> Optional[Tuple[Any, Callable]]:
+    """The LSTM on sequences given back to back, without a Padded batch in between.
+
+    data (N, nI) holds the sequences' rows one sequence after another, lengths their row
+    counts. Returns Y (N, nO) in the same order and backprop(dY) -> dX (N, nI), with the same
+    values as list2padded -> the LSTM -> padded2list (the rows are packed in list2padded's
+    order: longest first, ties by descending index). with_padded takes this path for lists and
+    Ragged on NumpyOps: the padded batch is up to four times the real rows at the tagger's
+    batch sizes, and was filled, zeroed and emptied twice a step. Returns None where the
+    inputs need the general path (its checks and error messages): other than NumpyOps, data
+    that is not a 2d numpy array of width nI, or no rows at all.
+    """
+    ops = model.ops
+    nI = model.maybe_get_dim("nI")
+    if (
+        ops.xp is not numpy
+        or not isinstance(data, numpy.ndarray)
+        or data.ndim != 2
+        or data.shape[1] != nI
+        or data.shape[0] == 0
+        or model.get_param("LSTM") is None
+    ):
+        return None
+    lengths = numpy.asarray(lengths, dtype=numpy.int64).reshape(-1)
+    if lengths.size == 0 or lengths.min() < 0 or int(lengths.sum()) != data.shape[0]:
+        return None
+    n_seqs = lengths.size
+    # list2padded's order: descending length, ties by descending index.
+    order = numpy.lexsort((numpy.arange(n_seqs), lengths))[::-1]
+    sorted_lengths = lengths[order]
+    size_at_t = (sorted_lengths[:, None] > numpy.arange(sorted_lengths[0])).sum(axis=0)
+    step_start = numpy.cumsum(size_at_t) - size_at_t
+    col = numpy.empty(n_seqs, dtype=numpy.int64)
+    col[order] = numpy.arange(n_seqs)
+    seq_of_row = numpy.repeat(numpy.arange(n_seqs), lengths)
+    t_of_row = numpy.arange(data.shape[0]) - numpy.repeat(numpy.cumsum(lengths) - lengths, lengths)
+    # Row r of the input is packed row dest[r]; packed row q is input row src[q].
+    dest = step_start[t_of_row] + col[seq_of_row]
+    src = numpy.empty_like(dest)
+    src[dest] = numpy.arange(dest.size)
+    sizes = ops.asarray1i(size_at_t)
+    dtype = model.get_param("LSTM").dtype
+    Y, backprop_packed = _forward_packed(model, ops.as_contig(data.take(src, axis=0), dtype=dtype), sizes, is_train)
+
+    def backprop(dY: Any) -> Any:
+        _check_trained(model, backprop_packed)
+        if not isinstance(dY, numpy.ndarray) or dY.shape != (data.shape[0], Y.shape[1]):
+            raise ValueError(
+                f"Model '{model.name}': backprop expects gradients of shape {(data.shape[0], Y.shape[1])} "
+                f"(one row per output row, lengths {lengths[:10].tolist()}{'...' if n_seqs > 10 else ''}), "
+                f"got {describe(dY)}."
+            )
+        dYp = ops.as_contig(dY.take(src, axis=0), dtype=dtype)
+        return backprop_packed(dYp, sizes).take(dest, axis=0)
+
+    return Y.take(dest, axis=0), backprop
 
 
 def _check_input(model: Model, Xp: Any) -> None:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Tuple, TypeVar, Union, cast
 
+import numpy
+
 from ..config import registry
 from ..model import Model
 from ..types import Floats3d, Ints1d, List2d, Padded, Ragged
@@ -36,6 +38,20 @@ def forward(model: Model[SeqT, SeqT], Xseq: SeqT, is_train: bool) -> Tuple[SeqT,
     if isinstance(Xseq, Padded):
         return layer(Xseq, is_train)
     if isinstance(Xseq, Ragged):
+        fast = _unpadded(layer, Xseq.dataXd, Xseq.lengths, is_train)
+        if fast is not None:
+            Y, get_dX = fast
+
+            def backprop_unpadded(dYr: Ragged) -> Ragged:
+                if not numpy.array_equal(numpy.asarray(dYr.lengths), numpy.asarray(Xseq.lengths)):
+                    raise ValueError(
+                        f"Model '{model.name}': backprop expects a Ragged gradient with the "
+                        f"output's lengths {numpy.asarray(Xseq.lengths)[:10].tolist()}, got "
+                        f"{numpy.asarray(dYr.lengths)[:10].tolist()}."
+                    )
+                return Ragged(get_dX(dYr.dataXd), dYr.lengths)
+
+            return cast(SeqT, Ragged(Y, Xseq.lengths)), backprop_unpadded
         Yp, get_dXp = layer(ops.list2padded(ops.unflatten(Xseq.dataXd, Xseq.lengths)), is_train)
 
         def backprop_ragged(dYr: Ragged) -> Ragged:
@@ -62,6 +78,9 @@ def forward(model: Model[SeqT, SeqT], Xseq: SeqT, is_train: bool) -> Tuple[SeqT,
     if isinstance(Xseq, (list, tuple)):
         if len(Xseq) == 0:
             return cast(SeqT, []), lambda dYs: []
+        fast = _unpadded_list(layer, Xseq, is_train)
+        if fast is not None:
+            return fast
         Yp, get_dXp = layer(ops.list2padded(list(Xseq)), is_train)
 
         def backprop_list(dYs: List2d) -> List2d:
@@ -72,6 +91,48 @@ def forward(model: Model[SeqT, SeqT], Xseq: SeqT, is_train: bool) -> Tuple[SeqT,
         f"Model '{model.name}' cannot take input of type {type(Xseq).__name__}: expected Padded, "
         f"Ragged, a list of 2d arrays, a (data, size_at_t, lengths, indices) tuple or a 3d array."
     )
+
+
+def _unpadded(layer: Model, data: Any, lengths: Any, is_train: bool) -> Optional[Tuple[Any, Callable]]:
+    """plait's LSTM on rows back to back (lstm.forward_unpadded), or None for the Padded path.
+
+    Only for the LSTM layer as built (its forward function unchanged): it computes on rows
+    packed step by step, so the padded batch in between is only a copy of them with zeros.
+    """
+    from . import lstm
+
+    if layer._func is not lstm.forward:
+        return None
+    return lstm.forward_unpadded(layer, data, lengths, is_train)
+
+
+def _unpadded_list(layer: Model, Xs: Any, is_train: bool) -> Optional[Tuple[Any, Callable]]:
+    """The list case of _unpadded: 2d numpy arrays of one dtype and width, outputs as views
+    of one array in the input's order."""
+    first = Xs[0]
+    if not all(
+        isinstance(x, numpy.ndarray) and x.ndim == 2 and x.dtype == first.dtype and x.shape[1:] == first.shape[1:]
+        for x in Xs
+    ):
+        return None
+    lengths = [x.shape[0] for x in Xs]
+    fast = _unpadded(layer, numpy.concatenate(Xs) if len(Xs) > 1 else first, lengths, is_train)
+    if fast is None:
+        return None
+    Y, get_dX = fast
+    cuts = numpy.cumsum(lengths)[:-1]
+
+    def backprop_list(dYs: List2d) -> List2d:
+        if len(dYs) != len(lengths) or any(getattr(dY, "shape", (None,))[0] != n for dY, n in zip(dYs, lengths)):
+            raise ValueError(
+                f"Model '{layer.name}': backprop expects one gradient per sequence, with "
+                f"{lengths[:10]}{'...' if len(lengths) > 10 else ''} rows, got "
+                f"{len(dYs)} of {[getattr(dY, 'shape', None) for dY in dYs[:10]]}."
+            )
+        dY = numpy.concatenate(dYs) if len(dYs) > 1 else dYs[0]
+        return cast(List2d, numpy.split(get_dX(dY), cuts))
+
+    return cast(List2d, numpy.split(Y, cuts)), backprop_list
 
 
 def init(model: Model[SeqT, SeqT], X: Optional[SeqT] = None, Y: Optional[SeqT] = None) -> None:

@@ -2,6 +2,7 @@
 ParametricAttention(_v2), LSTM, PyTorchLSTM, expand_window, reduce_*, remap_ids(_v2), premap_ids,
 uniqued, resizable (resize_model, resize_linear_weighted)."""
 import inspect
+import sys
 
 import numpy
 import pytest
@@ -666,6 +667,66 @@ def test_lstm_padding_stays_zero_with_an_empty_sequence_in_the_batch():
     alone = model.predict(_padded(model.ops, [seqs[2]])).data[:, 0]
     col = int(numpy.where(Xp.indices == 2)[0][0])
     numpy.testing.assert_allclose(Yp.data[:, col], alone, atol=1e-12)
+
+
+@pytest.mark.parametrize("bi,depth", [(False, 1), (True, 2)])
+@pytest.mark.parametrize("seq_dtype", ["float32", "float64"])
+def test_with_padded_lstm_skips_the_padded_batch_with_the_same_results(bi, depth, seq_dtype):
+    # with_padded hands plait's LSTM lists and Ragged without a Padded batch in between (the
+    # rows packed step by step in list2padded's order). Everything must be bit for bit what
+    # the Padded path gives: outputs, dX, the weight gradient, weight dropout's draws, with
+    # ties in length, an empty sequence and inputs of another dtype than the weights.
+    from plait.layers.with_padded import with_padded
+
+    rng = _rng(6)
+    model = with_padded(LSTM(6, 3, bi=bi, depth=depth, dropout=0.3))
+    seqs = [rng.normal(size=(n, 3)).astype(seq_dtype) for n in (4, 0, 2, 4, 1, 3)]
+    model.initialize(X=seqs)
+    lstm = model.layers[0]
+    ops = model.ops
+    dYs = [rng.normal(size=(len(x), 6)).astype("float32") for x in seqs]
+
+    def run(X, dY):
+        numpy.random.seed(11)
+        lstm.set_grad("LSTM", numpy.zeros_like(lstm.get_param("LSTM")))
+        Y, backprop = model.begin_update(X)
+        return Y, backprop(dY), lstm.get_grad("LSTM").copy()
+
+    Y, dX, grad = run(seqs, dYs)
+    assert isinstance(Y, list) and [y.shape for y in Y] == [(len(x), 6) for x in seqs]
+    assert all(y.dtype == numpy.float32 for y in Y) and all(d.dtype == numpy.float32 for d in dX)
+    Xp = ops.list2padded(seqs)
+    Yp, dXp, grad_p = run(Xp, ops.list2padded(dYs))
+    for got, want in zip(Y, ops.padded2list(Yp)):
+        assert got.tobytes() == want.tobytes()
+    for got, want in zip(dX, ops.padded2list(dXp)):
+        assert got.tobytes() == want.tobytes()
+    assert grad.tobytes() == grad_p.tobytes()
+    lengths = numpy.array([len(x) for x in seqs], dtype="int32")
+    Yr, dXr, grad_r = run(Ragged(numpy.concatenate(seqs), lengths), Ragged(numpy.concatenate(dYs), lengths))
+    assert Yr.dataXd.tobytes() == numpy.concatenate(Y).tobytes()
+    assert dXr.dataXd.tobytes() == numpy.concatenate(dX).tobytes()
+    numpy.testing.assert_array_equal(Yr.lengths, lengths)
+    assert grad_r.tobytes() == grad.tobytes()
+    # The path was taken (it returns None where the general path must run).
+    unpadded = sys.modules["plait.layers.with_padded"]._unpadded
+    assert unpadded(lstm, numpy.concatenate(seqs), lengths, False) is not None
+    assert unpadded(lstm, numpy.zeros((4, 5), dtype="f"), [4], False) is None  # width 5, not nI
+    predicted = model.predict(seqs)
+    for got, want in zip(predicted, ops.padded2list(model.predict(Xp))):
+        assert got.tobytes() == want.tobytes()
+    # Gradients that do not match the outputs, or a backprop after predict, are refused.
+    _, backprop = model.begin_update(seqs)
+    with pytest.raises(ValueError, match="one gradient per sequence"):
+        backprop(dYs[:-1])
+    with pytest.raises(ValueError, match="one gradient per sequence"):
+        backprop(dYs[:-1] + [numpy.zeros((5, 6), dtype="f")])
+    _, backprop = model.begin_update(Ragged(numpy.concatenate(seqs), lengths))
+    with pytest.raises(ValueError, match="output's lengths"):
+        backprop(Ragged(numpy.concatenate(dYs), lengths[::-1].copy()))
+    _, backprop = model(seqs, is_train=False)
+    with pytest.raises(ValueError, match="is_train=False"):
+        backprop(dYs)
 
 
 def test_lstm_init_dropout_and_errors():
