@@ -74,11 +74,17 @@ def forward(model: Model[InT, OutT], X: InT, is_train: bool) -> Tuple[OutT, Call
 
 # The pieces (nB, nO * nP) of a batch of more than twice this many bytes are made and
 # reduced a block of rows at a time: a large inference batch then never holds all of them at
-# once (the peak memory of prediction), and each block is reduced while it is still in L2.
+# once (the peak memory of prediction), and each block is reduced while it is still in cache.
 # The text CNN bench predicts 256 documents (5,600 rows x 192 pieces, 4.3 MB) at a time:
-# peak 83.0 -> 79.3 MB and 1.4x the predictions per second; its training batches (1,400 rows)
-# stay whole.
+# peak 83.0 -> 79.3 MB and 1.4x the predictions per second.
 _PIECES_BLOCK_BYTES = 1 << 20
+# ... but blocks of at least this many rows, and all of one size (give or take a row): the BLAS
+# packs W again for every block, and at width 512 (W 1,536 x 1,536, 9 MiB) the 1 MiB blocks
+# were 170 rows, its packing 7% of a text CNN training step (perf). Training steps, in-process
+# A/B on Zen 4 (5-7 alternating rounds, a loaded machine) against 1 MiB blocks of one size:
+# width 512, batch 64 / 256: 1.05 / 1.05 (512 rows at least: 1.02 / 1.03); widths 128 and 256,
+# where the blocks grow less (or the batch is now whole): 0.96-1.04, run to run.
+_PIECES_MIN_ROWS = 1024
 
 
 def _affine_maxout(
@@ -86,23 +92,26 @@ def _affine_maxout(
 ) -> Tuple[Any, Any]:
     """max over pieces of X @ W.T + b, and the winning piece (None unless keep_which): (nB, nO) each."""
     nB = X.shape[0]
-    rows = max(1, _PIECES_BLOCK_BYTES // max(1, nO * nP * X.dtype.itemsize))
+    rows = max(1, _PIECES_MIN_ROWS, _PIECES_BLOCK_BYTES // max(1, nO * nP * X.dtype.itemsize))
     if nB <= 2 * rows:
         Z = ops.affine(X, W, b)  # (nB, nO * nP): the pieces of each output are adjacent
         best, which = ops.maxout(ops.reshape3f(Z, nB, nO, nP))
         return best, (which if keep_which else None)
+    n_blocks = -(-nB // rows)
     best = which = None
-    for start in range(0, nB, rows):
-        Z = ops.affine(X[start : start + rows], W, b)
+    # Blocks of one size, within a row: no thin last block.
+    for k in range(n_blocks):
+        start, stop = nB * k // n_blocks, nB * (k + 1) // n_blocks
+        Z = ops.affine(X[start:stop], W, b)
         block_best, block_which = ops.maxout(ops.reshape3f(Z, Z.shape[0], nO, nP))
         del Z
         if best is None:
             best = ops.xp.empty((nB, nO), dtype=block_best.dtype)
             if keep_which:
                 which = ops.xp.empty((nB, nO), dtype=block_which.dtype)
-        best[start : start + rows] = block_best
+        best[start:stop] = block_best
         if keep_which:
-            which[start : start + rows] = block_which
+            which[start:stop] = block_which
     return best, which
 
 

@@ -72,8 +72,10 @@ def test_maxout_blocked_pieces_equal_the_whole_batch(monkeypatch, nB):
     model.initialize()
     X = numpy.random.default_rng(nB).standard_normal((nB, 5)).astype("float32")
     whole, backprop_whole = model.begin_update(X)
-    # 4 rows of pieces per block (4 x 12 float32 = 192 bytes): blocked from 9 rows on.
+    # 4 rows of pieces per block (4 x 12 float32 = 192 bytes): blocked from 9 rows on, in
+    # blocks whose sizes differ by one row at most.
     monkeypatch.setattr(maxout_module, "_PIECES_BLOCK_BYTES", 4 * 4 * 3 * 4)
+    monkeypatch.setattr(maxout_module, "_PIECES_MIN_ROWS", 1)
     blocked, backprop_blocked = model.begin_update(X)
     # NOTE: equal up to rounding, not bit for bit: OpenBLAS sends a one-row product (the last
     # block of 9 rows) through GEMV, which sums in another order than GEMM on some kernels
@@ -82,3 +84,22 @@ def test_maxout_blocked_pieces_equal_the_whole_batch(monkeypatch, nB):
     dY = numpy.random.default_rng(1).standard_normal(whole.shape).astype("float32")
     numpy.testing.assert_allclose(backprop_blocked(dY), backprop_whole(dY), rtol=1e-6, atol=1e-6)
     numpy.testing.assert_allclose(model.predict(X), whole, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("nB,min_rows,sizes", [
+    (64, 1, [4] * 16),  # 1 MiB shrunk to 4 rows of pieces
+    (10, 1, [3, 3, 4]),  # ceil(10 / 4) = 3 blocks of one size, give or take a row
+    (64, 10, [9, 9, 9, 9, 9, 9, 10]),  # at least 10 rows: 7 blocks
+    (20, 10, [20]),  # at most twice the block: whole
+])
+def test_maxout_blocks_have_at_least_a_size_and_no_thin_last_one(monkeypatch, nB, min_rows, sizes):
+    model = Maxout(nO=4, nP=3, nI=5)
+    model.initialize()
+    monkeypatch.setattr(maxout_module, "_PIECES_BLOCK_BYTES", 4 * 4 * 3 * 4)
+    monkeypatch.setattr(maxout_module, "_PIECES_MIN_ROWS", min_rows)
+    seen = []
+    affine = model.ops.affine
+    monkeypatch.setattr(model.ops, "affine", lambda X, W, b: seen.append(X.shape[0]) or affine(X, W, b))
+    X = numpy.random.default_rng(nB).standard_normal((nB, 5)).astype("float32")
+    model.begin_update(X)
+    assert seen == sizes
