@@ -99,18 +99,24 @@ def _unpadded(layer: Model, data: Any, lengths: Any, is_train: bool) -> Optional
     Only for the LSTM layer as built (its forward function unchanged): it computes on rows
     packed step by step, so the padded batch in between is only a copy of them with zeros.
     """
+    if not _is_plait_lstm(layer):
+        return None
     from . import lstm
 
-    if layer._func is not lstm.forward:
-        return None
     return lstm.forward_unpadded(layer, data, lengths, is_train)
+
+
+def _is_plait_lstm(layer: Model) -> bool:
+    from . import lstm
+
+    return layer._func is lstm.forward
 
 
 def _unpadded_list(layer: Model, Xs: Any, is_train: bool) -> Optional[Tuple[Any, Callable]]:
     """The list case of _unpadded: 2d numpy arrays of one dtype and width, outputs as views
     of one array in the input's order."""
     first = Xs[0]
-    if not all(
+    if not _is_plait_lstm(layer) or not all(
         isinstance(x, numpy.ndarray) and x.ndim == 2 and x.dtype == first.dtype and x.shape[1:] == first.shape[1:]
         for x in Xs
     ):
