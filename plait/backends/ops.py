@@ -86,6 +86,20 @@ def _check_stackable(fn: str, seqs: Sequence[Any], **dims: int) -> None:
         )
 
 
+def padded_order(lengths: Any) -> Tuple[numpy.ndarray, numpy.ndarray]:
+    """The order of sequences in a Padded batch and its size_at_t, from the sequences' lengths.
+
+    order: the sequences longest first, ties by descending index (as Thinc, so that
+    Padded.indices agree exactly); size_at_t[t]: how many are longer than t. Both int64 numpy
+    arrays; list2padded lays out its batch by them, and the LSTM packs rows in the same order.
+    """
+    lengths = numpy.asarray(lengths, dtype=numpy.int64).reshape(-1)
+    order = numpy.lexsort((numpy.arange(lengths.size), lengths))[::-1]
+    n_steps = int(lengths.max()) if lengths.size else 0
+    size_at_t = (lengths[order][:, None] > numpy.arange(n_steps)).sum(axis=0)
+    return order, size_at_t
+
+
 def _window_dtype(dtype: Any) -> Any:
     """seq2col's output dtype: float64 stays, everything else gives float32, as in Thinc
     (whose compiled seq2col takes float32/float64 and whose reference allocates float32)."""
@@ -509,9 +523,8 @@ class Ops(ConvOps):
         if not seqs:
             return Padded(self.alloc3f(0, 0, 0), self.alloc1i(0), self.alloc1i(0), self.alloc1i(0))
         _check_stackable("list2padded", seqs, ndim=2)
-        # NOTE: ties are ordered by descending original index, as Thinc does, so that
-        # Padded.indices (and so models trained with Thinc) agree exactly.
-        order = sorted(range(len(seqs)), key=lambda i: (seqs[i].shape[0], i), reverse=True)
+        order_arr, size_at_t = padded_order([seq.shape[0] for seq in seqs])
+        order = order_arr.tolist()
         lengths = [int(seqs[i].shape[0]) for i in order]
         nL = lengths[0]
         # Written time-major directly: one strided copy per sequence into zeros, rather than
@@ -519,8 +532,6 @@ class Ops(ConvOps):
         data = self.alloc((nL, len(seqs)) + tuple(seqs[0].shape[1:]), dtype=seqs[0].dtype)
         for col, i in enumerate(order):
             data[: lengths[col], col] = seqs[i]
-        # How many sequences are longer than t, for every step t (vectorised: nB x nL compares).
-        size_at_t = (numpy.asarray(lengths)[:, None] > numpy.arange(nL)).sum(axis=0)
         return Padded(
             data, self.asarray1i(size_at_t), self.asarray1i(lengths), self.asarray1i(order)
         )

@@ -7,6 +7,7 @@ import numpy
 
 from ..backends import Ops
 from ..backends._checks import describe
+from ..backends.ops import padded_order
 from ..config import registry
 from ..initializers import glorot_uniform_init, zero_init
 from ..model import Model
@@ -202,17 +203,14 @@ def forward_unpadded(
         or data.ndim != 2
         or data.shape[1] != nI
         or data.shape[0] == 0
-        or model.get_param("LSTM") is None
+        or not model.has_param("LSTM")
     ):
         return None
     lengths = numpy.asarray(lengths, dtype=numpy.int64).reshape(-1)
     if lengths.size == 0 or lengths.min() < 0 or int(lengths.sum()) != data.shape[0]:
         return None
     n_seqs = lengths.size
-    # list2padded's order: descending length, ties by descending index.
-    order = numpy.lexsort((numpy.arange(n_seqs), lengths))[::-1]
-    sorted_lengths = lengths[order]
-    size_at_t = (sorted_lengths[:, None] > numpy.arange(sorted_lengths[0])).sum(axis=0)
+    order, size_at_t = padded_order(lengths)
     step_start = numpy.cumsum(size_at_t) - size_at_t
     col = numpy.empty(n_seqs, dtype=numpy.int64)
     col[order] = numpy.arange(n_seqs)
@@ -238,6 +236,10 @@ def forward_unpadded(
         return backprop_packed(dYp, sizes).take(dest, axis=0)
 
     return Y.take(dest, axis=0), backprop
+
+
+# with_padded hands a layer whose forward has `unpadded` its lists and Ragged this way.
+forward.unpadded = forward_unpadded  # type: ignore[attr-defined]
 
 
 def _check_input(model: Model, Xp: Any) -> None:

@@ -94,29 +94,22 @@ def forward(model: Model[SeqT, SeqT], Xseq: SeqT, is_train: bool) -> Tuple[SeqT,
 
 
 def _unpadded(layer: Model, data: Any, lengths: Any, is_train: bool) -> Optional[Tuple[Any, Callable]]:
-    """plait's LSTM on rows back to back (lstm.forward_unpadded), or None for the Padded path.
+    """The layer on rows back to back, or None for the Padded path.
 
-    Only for the LSTM layer as built (its forward function unchanged): it computes on rows
-    packed step by step, so the padded batch in between is only a copy of them with zeros.
+    A layer whose forward function has an `unpadded(model, data, lengths, is_train)` (plait's
+    LSTM: lstm.forward_unpadded) computes on rows packed step by step, so the padded batch in
+    between would only be a copy of them with zeros; it returns None where it wants the
+    Padded path. A layer given another forward (replace_callbacks) takes the Padded path.
     """
-    if not _is_plait_lstm(layer):
-        return None
-    from . import lstm
-
-    return lstm.forward_unpadded(layer, data, lengths, is_train)
-
-
-def _is_plait_lstm(layer: Model) -> bool:
-    from . import lstm
-
-    return layer._func is lstm.forward
+    unpadded = getattr(layer._func, "unpadded", None)
+    return None if unpadded is None else unpadded(layer, data, lengths, is_train)
 
 
 def _unpadded_list(layer: Model, Xs: Any, is_train: bool) -> Optional[Tuple[Any, Callable]]:
     """The list case of _unpadded: 2d numpy arrays of one dtype and width, outputs as views
     of one array in the input's order."""
     first = Xs[0]
-    if not _is_plait_lstm(layer) or not all(
+    if getattr(layer._func, "unpadded", None) is None or not all(
         isinstance(x, numpy.ndarray) and x.ndim == 2 and x.dtype == first.dtype and x.shape[1:] == first.shape[1:]
         for x in Xs
     ):

@@ -932,6 +932,24 @@ def test_list2padded_padded2list(ops, thinc_ops, lengths):
         assert_allclose(to_np(ops, b), x)
 
 
+def test_padded_order_is_list2padded_order():
+    # Longest first, ties by descending index (Thinc's order), empty sequences last; the LSTM
+    # packs its rows by the same order without a Padded batch.
+    from plait.backends import NumpyOps
+    from plait.backends.ops import padded_order
+
+    order, size_at_t = padded_order([2, 0, 2, 3, 0])
+    assert order.tolist() == [3, 2, 0, 4, 1]
+    assert size_at_t.tolist() == [3, 3, 1]
+    order, size_at_t = padded_order([])
+    assert order.tolist() == [] and size_at_t.tolist() == []
+    lengths = [5, 1, 5, 0, 3, 1]
+    padded = NumpyOps().list2padded([np.zeros((n, 2), "f") for n in lengths])
+    order, size_at_t = padded_order(lengths)
+    assert padded.indices.tolist() == order.tolist()
+    assert padded.size_at_t.tolist() == size_at_t.tolist()
+
+
 # --- allocation, reshaping, conversion -----------------------------------------------------
 
 

@@ -712,6 +712,14 @@ def test_with_padded_lstm_skips_the_padded_batch_with_the_same_results(bi, depth
     unpadded = sys.modules["plait.layers.with_padded"]._unpadded
     assert unpadded(lstm, numpy.concatenate(seqs), lengths, False) is not None
     assert unpadded(lstm, numpy.zeros((4, 5), dtype="f"), [4], False) is None  # width 5, not nI
+    # A layer opts in through its forward function's `unpadded`: given another forward, the
+    # LSTM takes the Padded path.
+    from plait.layers import lstm as lstm_module
+
+    other = LSTM(6, 3).initialize()
+    other.replace_callbacks(lambda m, X, is_train: lstm_module.forward(m, X, is_train))
+    assert unpadded(other, numpy.concatenate(seqs).astype("f"), lengths, False) is None
+    assert [y.shape for y in with_padded(other).predict(seqs)] == [(len(x), 6) for x in seqs]
     predicted = model.predict(seqs)
     for got, want in zip(predicted, ops.padded2list(model.predict(Xp))):
         assert got.tobytes() == want.tobytes()
