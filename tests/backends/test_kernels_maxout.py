@@ -196,6 +196,40 @@ def test_sparse_dw_chunks_follow_the_l1_cache():
         maxout.dw_chunk_rows(0)
 
 
+def test_sparse_dw_outputs_in_pairs_over_groups_passes_and_an_odd_last_output():
+    # The AVX-512 kernel for 3 float32 pieces takes outputs two at a time (an odd last one
+    # alone), rows in chunks of dw_pair_chunk_rows(), 64 columns at a time (here 70: a partial
+    # block), in passes of columns whose dW stays in L2 (2,001 outputs: one block a pass) and in
+    # groups of chunks whose lists fit in 4 MiB (3,000 rows at 2,001 outputs: two groups).
+    # Elsewhere the other kernels take the same call. Thread splits start at multiples of 8, so
+    # the pairs and the bits are the same with one and two threads.
+    rows = maxout.dw_pair_chunk_rows()
+    assert 8 <= rows <= 255
+    assert rows == min(255, 3 * maxout.dw_chunk_rows(16)) or maxout.dw_chunk_rows(16) in (8, 256)
+    rng = numpy.random.default_rng(17)
+    for nB, nO, nI in ((3000, 2001, 70), (rows * 2 + 5, 9, 64), (1, 3, 1), (0, 5, 65)):
+        dY, which, X, W = make(rng, nB, nO, 3, nI, "float32", "int32")
+        want_W, want_b = _dense_dw(dY, which, X, 3)
+        results = []
+        for n in (1, 2):
+            with n_threads(n):
+                dW, db = maxout.backprop_maxout_dw(dY, which, X, 3)
+            scale = max(1.0, float(abs(want_W).max()))
+            numpy.testing.assert_allclose(dW, want_W, rtol=2e-5, atol=2e-6 * scale)
+            numpy.testing.assert_allclose(db, want_b, rtol=2e-5, atol=2e-6 * max(1.0, float(abs(want_b).max())))
+            results.append((dW.tobytes(), db.tobytes()))
+        assert results[0] == results[1], (nB, nO, nI)
+
+
+def _dense_dw(dY, which, X, nP):
+    """dW and db of Maxout's backward in float64, by the dense piece gradients."""
+    nB, nO = dY.shape
+    dZ = numpy.zeros((nB, nO, nP))
+    numpy.put_along_axis(dZ, which[:, :, None].astype(numpy.int64), dY[:, :, None].astype(numpy.float64), axis=2)
+    dZ = dZ.reshape((nB, nO * nP))
+    return (dZ.T @ X.astype(numpy.float64)).reshape((nO, nP, -1)), dZ.sum(axis=0).reshape((nO, nP))
+
+
 @pytest.mark.parametrize("dtype,itype", [("float32", "int32"), ("float32", "int64"), ("float64", "int32")])
 @pytest.mark.parametrize("nP", [2, 5])
 def test_dx_kernel_over_several_row_chunks_and_output_blocks(dtype, itype, nP):
@@ -238,5 +272,8 @@ def test_sparse_dw_rule_takes_few_pieces_to_the_blas_and_a_large_dw_too_on_avx51
     assert maxout.sparse_dw_wanted(64, 3, 192, 4)  # the text CNN at width 64: 144 KiB of dW
     assert maxout.sparse_dw_wanted(256, 3, 768, 4)  # width 256: 2.3 MiB
     assert maxout.sparse_dw_wanted(512, 3, 1536, 4)  # width 512: 9 MiB
-    # Width 1024: 36 MiB of dW; only the AVX-512 build gives it up to the BLAS.
-    assert maxout.sparse_dw_wanted(1024, 3, 3072, 4) is (_kernels_cpu.ISA != "avx512")
+    # Width 1024: 36 MiB of dW. The AVX-512 kernel for 3 float32 pieces (outputs in pairs) beats
+    # the BLAS there too; other cases that large go to the BLAS with AVX-512 only.
+    assert maxout.sparse_dw_wanted(1024, 3, 3072, 4)
+    assert maxout.sparse_dw_wanted(1024, 4, 3072, 4) is (_kernels_cpu.ISA != "avx512")
+    assert maxout.sparse_dw_wanted(1024, 3, 3072, 8) is (_kernels_cpu.ISA != "avx512")

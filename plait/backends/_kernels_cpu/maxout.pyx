@@ -8,8 +8,13 @@ the live multiply-adds:
 * dX[n] = sum over o of dY[n, o] * W[o, which[n, o]]: a gathered product, 3 rows x 4 vectors of
   columns in registers while o runs, over W's columns packed block by block into a 64-byte
   aligned buffer (AVX2 copies of 8-float vectors; on AVX-512, float32 with 16-float vectors).
-* dW[o, which[n, o]] += dY[n, o] * X[n] (and db likewise), two kernels:
-  - float32/int32 in the AVX2 and AVX-512 builds: rows 96 (AVX2) or 48 (AVX-512) at a time,
+* dW[o, which[n, o]] += dY[n, o] * X[n] (and db likewise), three kernels:
+  - float32/int32 with 3 pieces on AVX-512: outputs two at a time, all six of a pair's sums in
+    registers over 64 columns while each row of a chunk is read once for both outputs (the rows
+    sorted into 9 lists by their two winners, each list a loop with fixed destinations);
+    1.3-1.4x the speed of the next kernel at the text CNN's shapes, and faster than the BLAS's
+    dense product at every width measured (to 1024).
+  - float32/int32 otherwise in the AVX2 and AVX-512 builds: rows 96 (AVX2) or 48 (AVX-512) at a time,
     each output's rows grouped by winning piece (keeping row order); then, for each block of
     12 vectors of columns, X's block copied into a 64-byte aligned buffer and each (o, p)
     summed over its rows in 12 registers and added to dW once per chunk. The columns go in
@@ -337,6 +342,13 @@ cdef extern from *:
         Py_ssize_t rows = l1 * 3 / 4 / (12 * L * (Py_ssize_t)sizeof(float));
         return rows < 8 ? 8 : rows > 256 ? 256 : rows;
     }
+    /* Rows per chunk of the AVX-512 kernel for 3 pieces below (64 columns a row): within three
+       quarters of L1 too, at most 255 (a row's index in its chunk is one byte). */
+    static Py_ssize_t plait_mx_p3_rows(void) {
+        (void)plait_mx_rchunk(16);  /* reads the L1 size once */
+        Py_ssize_t rows = plait_mx_l1_bytes * 3 / 4 / (64 * (Py_ssize_t)sizeof(float));
+        return rows < 8 ? 8 : rows > 255 ? 255 : rows;
+    }
     #define PLAIT_MX_DW_L2 (768 << 10)
     #define PLAIT_MX_LIST_BYTES (4 << 20)
     #define PLAIT_MX_DW2_BLOCK(VT, L, NV)                                                        \\
@@ -483,6 +495,155 @@ cdef extern from *:
     PLAIT_DEFINE_MX_DX_TAIL(float, plait_vf16, int32_t, f32_i32_v4, 16)
     PLAIT_DEFINE_MX_DX(float, plait_vf16, int32_t, f32_i32_v4, 16)
     PLAIT_DEFINE_MX_DW2(plait_vf16, 16, f32_i32_v4, __attribute__((target("arch=x86-64-v4"))))
+
+    /* dW and db for 3 pieces, float32 / int32, AVX-512: outputs two at a time.
+
+       The kernel above sums each (o, p) in registers but loads a vector of X for every
+       multiply-add, and its sums go back to dW after ~11 rows (its lists are short: 3 pieces
+       share a chunk of rows that fits in L1). Here a pair of outputs (o, o + 1) keeps all six
+       of its (o, p) sums in registers, 4 vectors (64 columns) each, 24 of the 32 registers:
+       each row of the chunk is read once per pair and feeds two multiply-adds per vector, one
+       into (o, which[n, o]) and one into (o + 1, which[n, o + 1]). The registers cannot be
+       chosen at run time, so the chunk's rows are sorted per pair into 9 lists by their two
+       winners, each list a loop of its own with its two destinations fixed. The six sums go
+       to dW once per pair, chunk and block of 64 columns. Rows per chunk: as many as keep the
+       chunk's 64 columns within three quarters of L1 (96 with 32 KiB). Measured alone (Zen 4,
+       2026-11-28, the text CNN's shapes): 78-89 GFLOP/s of live multiply-adds against the
+       kernel above's 52-63. With AVX2's 16 registers the same scheme (2 vectors a sum) lost.
+
+       Sums: each (o, p) over a chunk's rows in the order of the lists (by the partner's
+       winner, then by row), then added to dW chunk by chunk; pairs are (o0, o0 + 1), ... from
+       the first output of the call, whose caller starts every range at a multiple of 8, and a
+       last odd output sums its 3 lists alone. So the bits depend neither on the threads nor on
+       the passes. db: every (o, p) in row order, as the kernels above. Columns go in passes
+       whose part of dW stays in L2 (as above). Returns 0 when its buffers cannot be
+       allocated. */
+    #define PLAIT_MX_P3_SUMS(o) plait_vf16 o##0a, o##0b, o##0c, o##0d, o##1a, o##1b, o##1c,    \\
+        o##1d, o##2a, o##2b, o##2c, o##2d;
+    #define PLAIT_MX_P3_ZERO(o) o##0a = z; o##0b = z; o##0c = z; o##0d = z; o##1a = z;           \\
+        o##1b = z; o##1c = z; o##1d = z; o##2a = z; o##2b = z; o##2c = z; o##2d = z;
+    #define PLAIT_MX_P3_FMA(o, p, g)                                                             \\
+        o##p##a += g * x[0]; o##p##b += g * x[1]; o##p##c += g * x[2]; o##p##d += g * x[3];
+    /* The rows of list P1 * 3 + P2: dY[., oa] to (oa, P1), dY[., oa + 1] to (oa + 1, P2). */
+    #define PLAIT_MX_P3_PAIR(P1, P2)                                                             \\
+        for (int t = st[P1 * 3 + P2]; t < st[P1 * 3 + P2 + 1]; ++t) {                            \\
+            const int r = rw[t];                                                                 \\
+            const plait_vf16 *x = (const plait_vf16 *)(xb + r * 64);                             \\
+            const float g1 = dy[r * nO + oa], g2 = dy[r * nO + oa + 1];                          \\
+            PLAIT_MX_P3_FMA(sa, P1, g1) PLAIT_MX_P3_FMA(sb, P2, g2)                              \\
+        }
+    #define PLAIT_MX_P3_ONE(P)                                                                   \\
+        for (int t = st[P]; t < st[P + 1]; ++t) {                                                \\
+            const int r = rw[t];                                                                 \\
+            const plait_vf16 *x = (const plait_vf16 *)(xb + r * 64);                             \\
+            const float g1 = dy[r * nO + oa];                                                    \\
+            PLAIT_MX_P3_FMA(sa, P, g1)                                                           \\
+        }
+    /* Adds the 4 vectors of sum o##p to dW's row (o_index, p), columns j0 .. j0 + w - 1. */
+    #define PLAIT_MX_P3_ADD(o, p, o_index)                                                       \\
+        {                                                                                        \\
+            float *d = dW + ((o_index) * 3 + p) * nI + j0;                                       \\
+            if (w == 64) {                                                                       \\
+                plait_vf16 *q = (plait_vf16 *)d;                                                 \\
+                q[0] += o##p##a; q[1] += o##p##b; q[2] += o##p##c; q[3] += o##p##d;              \\
+            } else {                                                                             \\
+                plait_vf16 tmp[4] = {o##p##a, o##p##b, o##p##c, o##p##d};                        \\
+                const float *f = (const float *)tmp;                                             \\
+                for (Py_ssize_t q = 0; q < w; ++q) d[q] += f[q];                                 \\
+            }                                                                                    \\
+        }
+    __attribute__((target("arch=x86-64-v4")))
+    static int plait_mx_dw3_f32_i32_v4(const float *dY, const int32_t *which, const float *X,
+                                       float *dW, float *db, Py_ssize_t o0, Py_ssize_t o1,
+                                       Py_ssize_t nB, Py_ssize_t nO, Py_ssize_t nI) {
+        const Py_ssize_t nOut = o1 - o0, nPair = nOut / 2, nU = nPair + nOut % 2;
+        const Py_ssize_t RC = plait_mx_p3_rows();
+        /* Columns per pass: blocks of 64, as many as keep the pass's dW in L2 (at least one). */
+        const Py_ssize_t pass_row = (nOut > 0 ? nOut : 1) * 3 * 64 * (Py_ssize_t)sizeof(float);
+        Py_ssize_t JP = PLAIT_MX_DW_L2 / pass_row * 64;
+        if (JP < 64) JP = 64;
+        /* Chunks per group: as many as have their lists within PLAIT_MX_LIST_BYTES. */
+        const Py_ssize_t per_chunk = (nU > 0 ? nU : 1) * (RC + 10 * (Py_ssize_t)sizeof(int32_t));
+        const Py_ssize_t n_chunks = (nB + RC - 1) / RC;
+        Py_ssize_t GC = PLAIT_MX_LIST_BYTES / per_chunk;
+        if (GC > n_chunks) GC = n_chunks;
+        if (GC < 1) GC = 1;
+        float *xb = (float *)aligned_alloc(64, (size_t)(RC * 64) * sizeof(float));
+        int32_t *starts = (int32_t *)malloc((size_t)(GC * (nU > 0 ? nU : 1) * 10) * sizeof(int32_t));
+        uint8_t *rows_of = (uint8_t *)malloc((size_t)(GC * (nU > 0 ? nU : 1) * RC));
+        if (xb == NULL || starts == NULL || rows_of == NULL) {
+            free(xb); free(starts); free(rows_of); return 0;
+        }
+        memset(dW + o0 * 3 * nI, 0, (size_t)(nOut * 3 * nI) * sizeof(float));
+        for (Py_ssize_t r = o0 * 3; r < o1 * 3; ++r) db[r] = 0.0f;
+        const plait_vf16 z = {0};
+        for (Py_ssize_t g0 = 0; g0 < nB; g0 += GC * RC) {
+            const Py_ssize_t g1 = g0 + GC * RC < nB ? g0 + GC * RC : nB;
+            for (Py_ssize_t c0 = g0, ci = 0; c0 < g1; c0 += RC, ++ci) {
+                const Py_ssize_t c1 = c0 + RC < g1 ? c0 + RC : g1;
+                for (Py_ssize_t n = c0; n < c1; ++n) {  /* db in row order */
+                    const int32_t *wn = which + n * nO;
+                    const float *gn = dY + n * nO;
+                    for (Py_ssize_t o = o0; o < o1; ++o) db[o * 3 + wn[o]] += gn[o];
+                }
+                for (Py_ssize_t u = 0; u < nU; ++u) {
+                    const Py_ssize_t oa = o0 + 2 * u;
+                    const int pair = u < nPair;
+                    int32_t *st = starts + (ci * nU + u) * 10;
+                    uint8_t *rw = rows_of + (ci * nU + u) * RC;
+                    int cnt[9] = {0};
+                    for (Py_ssize_t n = c0; n < c1; ++n) {
+                        const int32_t *wn = which + n * nO + oa;
+                        cnt[pair ? wn[0] * 3 + wn[1] : wn[0]]++;
+                    }
+                    st[0] = 0;
+                    for (int c = 0; c < 9; ++c) { st[c + 1] = st[c] + cnt[c]; cnt[c] = 0; }
+                    for (Py_ssize_t n = c0; n < c1; ++n) {
+                        const int32_t *wn = which + n * nO + oa;
+                        const int c = pair ? wn[0] * 3 + wn[1] : wn[0];
+                        rw[st[c] + cnt[c]++] = (uint8_t)(n - c0);
+                    }
+                }
+            }
+            for (Py_ssize_t jp0 = 0; jp0 < nI; jp0 += JP) {
+              const Py_ssize_t jp1 = jp0 + JP < nI ? jp0 + JP : nI;
+              for (Py_ssize_t c0 = g0, ci = 0; c0 < g1; c0 += RC, ++ci) {
+                const Py_ssize_t c1 = c0 + RC < g1 ? c0 + RC : g1;
+                const float *dy = dY + c0 * nO;
+                for (Py_ssize_t j0 = jp0; j0 < jp1; j0 += 64) {
+                    const Py_ssize_t w = jp1 - j0 < 64 ? jp1 - j0 : 64;
+                    for (Py_ssize_t n = c0; n < c1; ++n) {
+                        memcpy(xb + (n - c0) * 64, X + n * nI + j0, (size_t)w * sizeof(float));
+                        for (Py_ssize_t q = w; q < 64; ++q) xb[(n - c0) * 64 + q] = 0.0f;
+                    }
+                    for (Py_ssize_t u = 0; u < nU; ++u) {
+                        const Py_ssize_t oa = o0 + 2 * u;
+                        const int32_t *st = starts + (ci * nU + u) * 10;
+                        const uint8_t *rw = rows_of + (ci * nU + u) * RC;
+                        PLAIT_MX_P3_SUMS(sa)
+                        PLAIT_MX_P3_ZERO(sa)
+                        if (u < nPair) {
+                            PLAIT_MX_P3_SUMS(sb)
+                            PLAIT_MX_P3_ZERO(sb)
+                            PLAIT_MX_P3_PAIR(0, 0) PLAIT_MX_P3_PAIR(0, 1) PLAIT_MX_P3_PAIR(0, 2)
+                            PLAIT_MX_P3_PAIR(1, 0) PLAIT_MX_P3_PAIR(1, 1) PLAIT_MX_P3_PAIR(1, 2)
+                            PLAIT_MX_P3_PAIR(2, 0) PLAIT_MX_P3_PAIR(2, 1) PLAIT_MX_P3_PAIR(2, 2)
+                            PLAIT_MX_P3_ADD(sb, 0, oa + 1) PLAIT_MX_P3_ADD(sb, 1, oa + 1)
+                            PLAIT_MX_P3_ADD(sb, 2, oa + 1)
+                        } else {
+                            PLAIT_MX_P3_ONE(0) PLAIT_MX_P3_ONE(1) PLAIT_MX_P3_ONE(2)
+                        }
+                        PLAIT_MX_P3_ADD(sa, 0, oa) PLAIT_MX_P3_ADD(sa, 1, oa) PLAIT_MX_P3_ADD(sa, 2, oa)
+                    }
+                }
+              }
+            }
+        }
+        free(xb);
+        free(starts);
+        free(rows_of);
+        return 1;
+    }
     static int plait_mx_has_v4(void) {
         static int known = -1;
         if (known < 0) {
@@ -498,6 +659,11 @@ cdef extern from *:
     static int plait_mx_dw2_f32_i32_v4(const float *dY, const int32_t *which, const float *X,
                                        float *dW, float *db, Py_ssize_t o0, Py_ssize_t o1,
                                        Py_ssize_t nB, Py_ssize_t nO, Py_ssize_t nP, Py_ssize_t nI) {
+        return 0;
+    }
+    static int plait_mx_dw3_f32_i32_v4(const float *dY, const int32_t *which, const float *X,
+                                       float *dW, float *db, Py_ssize_t o0, Py_ssize_t o1,
+                                       Py_ssize_t nB, Py_ssize_t nO, Py_ssize_t nI) {
         return 0;
     }
     #endif
@@ -518,9 +684,12 @@ cdef extern from *:
     int plait_mx_has_v4() nogil
     int plait_mx_has_dw2() nogil
     Py_ssize_t plait_mx_rchunk(Py_ssize_t) nogil
+    Py_ssize_t plait_mx_p3_rows() nogil
     int plait_mx_dw2_f32_i32_v4(const float*, const int32_t*, const float*, float*, float*,
                                 Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t,
                                 Py_ssize_t) nogil
+    int plait_mx_dw3_f32_i32_v4(const float*, const int32_t*, const float*, float*, float*,
+                                Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) nogil
     int plait_mx_dw2_f32_i32(const float*, const int32_t*, const float*, float*, float*,
                              Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t,
                              Py_ssize_t) nogil
@@ -659,6 +828,9 @@ cdef bint _dw(bint f32, bint i32, const void* dY, const void* which, const void*
               void* db, Py_ssize_t o0, Py_ssize_t o1, Py_ssize_t nB, Py_ssize_t nO, Py_ssize_t nP,
               Py_ssize_t nI) noexcept nogil:
     """False when the buffers could not be allocated (nothing is then written)."""
+    if f32 and i32 and nP == 3 and plait_mx_has_v4():
+        return plait_mx_dw3_f32_i32_v4(<const float*>dY, <const int32_t*>which, <const float*>X,
+                                       <float*>dW, <float*>db, o0, o1, nB, nO, nI) != 0
     if f32 and i32 and plait_mx_has_v4():
         return plait_mx_dw2_f32_i32_v4(<const float*>dY, <const int32_t*>which, <const float*>X,
                                        <float*>dW, <float*>db, o0, o1, nB, nO, nP, nI) != 0
@@ -702,6 +874,13 @@ def dw_chunk_rows(Py_ssize_t vector_floats):
     return plait_mx_rchunk(vector_floats)
 
 
+def dw_pair_chunk_rows():
+    """Rows per chunk of the AVX-512 dW kernel for 3 pieces that takes outputs in pairs: as many
+    as keep 64 columns a row within three quarters of this core's L1 data cache (32 KiB assumed
+    where the C library does not say), between 8 and 255."""
+    return plait_mx_p3_rows()
+
+
 def sparse_dw_min_pieces():
     """From how many pieces the sparse dW kernel beats the dense BLAS product (measured).
 
@@ -723,16 +902,20 @@ def sparse_dw_min_pieces():
 # 5 MiB) 0.89-0.90 / 0.86-0.89, 512 (9 MiB) 1.00-1.02 / 0.97, 576 (11 MiB) 1.03 / 0.94-0.95,
 # 640 (14 MiB) 1.02-1.07 / 0.98-0.99, 1024 (36 MiB) 1.03 / 0.92-0.97. So AVX-512 leaves a dW
 # past 12 MiB to the BLAS: a clear gain to width 384, about even from there to 12 MiB.
+# The float32 kernel for 3 pieces that takes outputs in pairs has no such limit (Zen 4,
+# 2026-11-28, bench/maxout_kernels.py, 5 rounds, 350 / 1,400 rows: the backward with it against
+# the dense dW at width 768 (dW 21 MiB) 0.72 / 0.67, at 1024 (36 MiB) 0.76 / 0.71).
 cdef Py_ssize_t _V4_SPARSE_DW_MAX_BYTES = 12 << 20
 
 
 def sparse_dw_wanted(Py_ssize_t nO, Py_ssize_t nP, Py_ssize_t nI, Py_ssize_t itemsize):
     """Whether backprop_maxout_dw beats the dense BLAS product for a dW of (nO, nP, nI) values of
     `itemsize` bytes: from sparse_dw_min_pieces() pieces, and on AVX-512 only while dW is at
-    most 12 MiB (see above)."""
+    most 12 MiB unless it is float32 with 3 pieces (see above)."""
     if nP < sparse_dw_min_pieces():
         return False
-    if plait_mx_has_v4() and nO * nP * nI * itemsize > _V4_SPARSE_DW_MAX_BYTES:
+    if plait_mx_has_v4() and not (nP == 3 and itemsize == 4) \
+            and nO * nP * nI * itemsize > _V4_SPARSE_DW_MAX_BYTES:
         return False
     return True
 
