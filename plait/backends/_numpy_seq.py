@@ -55,9 +55,10 @@ class SeqKernels:
                 return super().backprop_maxout_affine(dY, which, X, W)
             nO, nP, nI = W.shape
             # The sparse dW kernel does 1/nP of the BLAS's arithmetic but less efficiently; it
-            # wins from 3 pieces, and on AVX-512 while dW is at most 12 MiB (measured; see
-            # sparse_dw_wanted).
-            sparse = _maxout.sparse_dw_wanted(nO, nP, nI, X.dtype.itemsize)
+            # wins from 3 pieces, and on AVX-512 while dW is at most 12 MiB unless float32 with 3
+            # pieces and int32 winners (measured; see sparse_dw_wanted). `which` passed the dX
+            # kernel's checks: an int32 or int64 array.
+            sparse = _maxout.sparse_dw_wanted(nO, nP, nI, X.dtype.itemsize, which.dtype.itemsize)
             grads = _maxout.backprop_maxout_dw(dY, which, X, nP, False) if sparse else None
             if grads is None:  # few pieces, or X of another dtype or layout: the dense product
                 grads = self._maxout_dw_dense(dY, which, X, nP)

@@ -277,3 +277,5 @@ def test_sparse_dw_rule_takes_few_pieces_to_the_blas_and_a_large_dw_too_on_avx51
     assert maxout.sparse_dw_wanted(1024, 3, 3072, 4)
     assert maxout.sparse_dw_wanted(1024, 4, 3072, 4) is (_kernels_cpu.ISA != "avx512")
     assert maxout.sparse_dw_wanted(1024, 3, 3072, 8) is (_kernels_cpu.ISA != "avx512")
+    assert maxout.sparse_dw_wanted(1024, 3, 3072, 4, 8) is (_kernels_cpu.ISA != "avx512")
+    assert maxout.sparse_dw_wanted(1024, 3, 3072, 4, 4)

@@ -908,13 +908,15 @@ def sparse_dw_min_pieces():
 cdef Py_ssize_t _V4_SPARSE_DW_MAX_BYTES = 12 << 20
 
 
-def sparse_dw_wanted(Py_ssize_t nO, Py_ssize_t nP, Py_ssize_t nI, Py_ssize_t itemsize):
+def sparse_dw_wanted(Py_ssize_t nO, Py_ssize_t nP, Py_ssize_t nI, Py_ssize_t itemsize,
+                     Py_ssize_t index_itemsize=4):
     """Whether backprop_maxout_dw beats the dense BLAS product for a dW of (nO, nP, nI) values of
-    `itemsize` bytes: from sparse_dw_min_pieces() pieces, and on AVX-512 only while dW is at
-    most 12 MiB unless it is float32 with 3 pieces (see above)."""
+    `itemsize` bytes, with `which` of `index_itemsize` bytes: from sparse_dw_min_pieces() pieces,
+    and on AVX-512 only while dW is at most 12 MiB unless it is float32 with 3 pieces and int32
+    winners (the kernel that takes outputs in pairs; see above)."""
     if nP < sparse_dw_min_pieces():
         return False
-    if plait_mx_has_v4() and not (nP == 3 and itemsize == 4) \
+    if plait_mx_has_v4() and not (nP == 3 and itemsize == 4 and index_itemsize == 4) \
             and nO * nP * nI * itemsize > _V4_SPARSE_DW_MAX_BYTES:
         return False
     return True
