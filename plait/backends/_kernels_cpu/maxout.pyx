@@ -12,8 +12,8 @@ the live multiply-adds:
   - float32/int32 with 3 pieces on AVX-512: outputs two at a time, all six of a pair's sums in
     registers over 64 columns while each row of a chunk is read once for both outputs (the rows
     sorted into 9 lists by their two winners, each list a loop with fixed destinations);
-    1.3-1.4x the speed of the next kernel at the text CNN's shapes, and faster than the BLAS's
-    dense product at every width measured (to 1024).
+    1.2-1.6x the speed of the next kernel at the text CNN's shapes (Zen 4), and faster than the
+    BLAS's dense product at every width measured (to 1024).
   - float32/int32 otherwise in the AVX2 and AVX-512 builds: rows 96 (AVX2) or 48 (AVX-512) at a time,
     each output's rows grouped by winning piece (keeping row order); then, for each block of
     12 vectors of columns, X's block copied into a 64-byte aligned buffer and each (o, p)
@@ -509,7 +509,7 @@ cdef extern from *:
        to dW once per pair, chunk and block of 64 columns. Rows per chunk: as many as keep the
        chunk's 64 columns within three quarters of L1 (96 with 32 KiB). Measured alone (Zen 4,
        2026-11-28, the text CNN's shapes): 78-89 GFLOP/s of live multiply-adds against the
-       kernel above's 52-63. With AVX2's 16 registers the same scheme (2 vectors a sum) lost.
+       kernel above's 49-62. With AVX2's 16 registers the same scheme (2 vectors a sum) lost.
 
        Sums: each (o, p) over a chunk's rows in the order of the lists (by the partner's
        winner, then by row), then added to dW chunk by chunk; pairs are (o0, o0 + 1), ... from
