@@ -824,11 +824,17 @@ cdef extern from "stdlib.h":
     void free(void*) nogil
 
 
+cdef inline bint _pairs_kernel(bint f32, bint i32, Py_ssize_t nP) noexcept nogil:
+    """Whether _dw sends float32 (f32) / int32 (i32) with nP pieces to the AVX-512 kernel that
+    takes outputs in pairs (sparse_dw_wanted asks the same)."""
+    return f32 and i32 and nP == 3 and plait_mx_has_v4()
+
+
 cdef bint _dw(bint f32, bint i32, const void* dY, const void* which, const void* X, void* dW,
               void* db, Py_ssize_t o0, Py_ssize_t o1, Py_ssize_t nB, Py_ssize_t nO, Py_ssize_t nP,
               Py_ssize_t nI) noexcept nogil:
     """False when the buffers could not be allocated (nothing is then written)."""
-    if f32 and i32 and nP == 3 and plait_mx_has_v4():
+    if _pairs_kernel(f32, i32, nP):
         return plait_mx_dw3_f32_i32_v4(<const float*>dY, <const int32_t*>which, <const float*>X,
                                        <float*>dW, <float*>db, o0, o1, nB, nO, nI) != 0
     if f32 and i32 and plait_mx_has_v4():
@@ -916,7 +922,7 @@ def sparse_dw_wanted(Py_ssize_t nO, Py_ssize_t nP, Py_ssize_t nI, Py_ssize_t ite
     winners (the kernel that takes outputs in pairs; see above)."""
     if nP < sparse_dw_min_pieces():
         return False
-    if plait_mx_has_v4() and not (nP == 3 and itemsize == 4 and index_itemsize == 4) \
+    if plait_mx_has_v4() and not _pairs_kernel(itemsize == 4, index_itemsize == 4, nP) \
             and nO * nP * nI * itemsize > _V4_SPARSE_DW_MAX_BYTES:
         return False
     return True
