@@ -233,7 +233,8 @@ def _dense_dw(dY, which, X, nP):
 @pytest.mark.parametrize("dtype,itype", [("float32", "int32"), ("float32", "int64"), ("float64", "int32")])
 @pytest.mark.parametrize("nP", [2, 5])
 def test_dx_kernel_over_several_row_chunks_and_output_blocks(dtype, itype, nP):
-    # 430 rows: two full chunks of 192 and a partial one (not a multiple of the 3-row block);
+    # 430 rows: two full chunks of 192 and a partial one (not a multiple of the 3-row block;
+    # the AVX2 build's 2-row blocks meet odd counts in the next test's slices);
     # 150 outputs: several blocks of outputs whose partial sums wait in dX between blocks.
     # Each row sums its terms in output order however the rows are chunked, so the rows of a
     # slice of the batch come out with the same bits as in the whole batch.

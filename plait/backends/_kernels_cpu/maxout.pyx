@@ -74,13 +74,14 @@ cdef extern from *:
 
     /* dX[n] = sum over o of dY[n, o] * W[o, which[n, o]], for rows n0..n1-1.
 
-       The main columns go 4 vectors at a time for 3 rows at once: 12 independent accumulators
-       (an FMA takes 4 cycles and two can start per cycle), and the three rows' W rows for one o
-       lie in the same W[o] block, so most loads hit L1. Every column of every row sums its
-       terms in o order, one fused multiply-add each, whichever path the row takes (3-row
-       block or single row), so the result of a row never depends on its neighbours or on how
-       rows are split between threads. The last < 4 vectors of columns: one vector at a time
-       with the terms dealt round-robin to 8 partial sums, then single columns. */
+       The main columns go V vectors at a time for R rows at once (3 x 4 or 2 x 6: 12
+       independent accumulators; an FMA takes 4 cycles and two can start per cycle), and the
+       rows' W rows for one o lie in the same W[o] block, so most loads hit L1. Every column of
+       every row sums its terms in o order, one fused multiply-add each, whichever path the row
+       takes (R-row block or single row), so the result of a row never depends on its
+       neighbours or on how rows are split between threads (nor, in these columns, on R and V).
+       The last < V vectors of columns: one vector at a time with the terms dealt round-robin to
+       8 partial sums, then single columns. */
     #define PLAIT_MX_WROW(n, o) (W + ((o) * nP + (Py_ssize_t)which[(n) * nO + (o)]) * nI + j0)
     #define PLAIT_MX_PROW(n, o) (Wp + ((o) * nP + (Py_ssize_t)which[(n) * nO + (o)]) * ld)
 
@@ -97,16 +98,28 @@ cdef extern from *:
        (Zen 4, 2026-11-28). */
     #define PLAIT_MX_DX_CHUNK_BYTES (768 << 10)
     #define PLAIT_MX_DX_L1 24576
-    #define PLAIT_MX_DX_LOAD(P, A)                                                               \\
-        if (o0 == 0) { A##0 = zero; A##1 = zero; A##2 = zero; A##3 = zero; }                     \\
-        else { A##0 = P[0]; A##1 = P[1]; A##2 = P[2]; A##3 = P[3]; }
-    #define PLAIT_DEFINE_MX_DX(T, VT, I, SUF, L)                                                 \\
+    /* R rows x V vectors of sums (a[R][V]) from the rows' dX blocks p[i], or zeros for the
+       first block of outputs; and back. */
+    #define PLAIT_MX_DX_LOAD(R, V)                                                               \\
+        _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i)                                      \\
+            _Pragma("GCC unroll 16") for (int v = 0; v < V; ++v) a[i][v] = o0 == 0 ? zero : p[i][v];
+    #define PLAIT_MX_DX_STORE(R, V)                                                              \\
+        _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i)                                      \\
+            _Pragma("GCC unroll 16") for (int v = 0; v < V; ++v) p[i][v] = a[i][v];
+    /* The terms of output o for R rows from row n: one fused multiply-add per vector. */
+    #define PLAIT_MX_DX_TERMS(T, VT, R, V)                                                          \\
+        _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i) {                                    \\
+            const VT *u = (const VT *)PLAIT_MX_PROW(n + i, o);                                   \\
+            const T x = dY[(n + i) * nO + o];                                                    \\
+            _Pragma("GCC unroll 16") for (int v = 0; v < V; ++v) a[i][v] += x * u[v];            \\
+        }
+    #define PLAIT_DEFINE_MX_DX(T, VT, I, SUF, L, R, V)                                           \\
     static PLAIT_MX_CLONES Py_ssize_t plait_mx_dx_cols_##SUF(                                    \\
             const T *dY, const I *which, const T *W, T *dX, Py_ssize_t n0, Py_ssize_t n1,        \\
             Py_ssize_t nO, Py_ssize_t nP, Py_ssize_t nI, Py_ssize_t jstart, int tail) {          \\
-        const Py_ssize_t J4 = nI - nI % (4 * L);                                                 \\
+        const Py_ssize_t J4 = nI - nI % (V * L);                                                 \\
         /* W's columns are packed block by block into one contiguous buffer (each block nO * nP  \\
-           rows of 4 vectors; read in place, rows nI apart fell into too few cache sets), then   \\
+           rows of V vectors; read in place, rows nI apart fell into too few cache sets), then   \\
            the rows go a chunk at a time across every block: the chunk's dY and `which` stay in  \\
            L2 while the blocks pass. Blocks outside and all rows inside instead read dY and      \\
            `which` once per block, from memory at the text CNN's batch 256 (5600 rows, width     \\
@@ -114,7 +127,7 @@ cdef extern from *:
            0.50-0.54 of that time there, 0.58-0.69 at width 512 from 1400 rows (AVX-512, Zen 4,  \\
            bench/maxout_kernels.py), and the same time at 350 rows or width 64. */               \\
         /* 64-byte aligned, so no vector load of it straddles two cache lines. */                \\
-        const Py_ssize_t ld = 4 * L, NBK = (J4 - jstart) / ld, blk = nO * nP * ld;               \\
+        const Py_ssize_t ld = V * L, NBK = (J4 - jstart) / ld, blk = nO * nP * ld;               \\
         T *pack = NBK > 0 ? (T *)aligned_alloc(64, (size_t)(NBK * blk) * sizeof(T)) : NULL;      \\
         Py_ssize_t OB = PLAIT_MX_DX_L1 / (nP * ld * (Py_ssize_t)sizeof(T));                      \\
         if (OB < 8) OB = 8;                                                                      \\
@@ -132,39 +145,22 @@ cdef extern from *:
               memcpy(pack + b * blk + r * ld, W + r * nI + j0, (size_t)ld * sizeof(T));          \\
           for (Py_ssize_t k0 = s0; k0 < s1; k0 += PLAIT_MX_DX_ROWS) {                            \\
             const Py_ssize_t k1 = k0 + PLAIT_MX_DX_ROWS < s1 ? k0 + PLAIT_MX_DX_ROWS : s1;       \\
-            const Py_ssize_t k3 = k0 + (k1 - k0) / 3 * 3;                                        \\
+            const Py_ssize_t kR = k0 + (k1 - k0) / R * R;                                        \\
             for (Py_ssize_t o0 = 0; o0 < nO; o0 += OB) {                                         \\
               const Py_ssize_t o1 = o0 + OB < nO ? o0 + OB : nO;                                 \\
-              for (Py_ssize_t n = k0; n < k3; n += 3) {                                          \\
-                const T *dy0 = dY + n * nO, *dy1 = dy0 + nO, *dy2 = dy1 + nO;                    \\
-                VT *p = (VT *)(dX + n * nI + j0), *q = (VT *)(dX + (n + 1) * nI + j0);           \\
-                VT *r = (VT *)(dX + (n + 2) * nI + j0);                                          \\
-                VT a0, a1, a2, a3, b0, b1, b2, b3, c0, c1, c2, c3;                               \\
-                PLAIT_MX_DX_LOAD(p, a) PLAIT_MX_DX_LOAD(q, b) PLAIT_MX_DX_LOAD(r, c)             \\
-                for (Py_ssize_t o = o0; o < o1; ++o) {                                           \\
-                    const VT *u = (const VT *)PLAIT_MX_PROW(n, o);                               \\
-                    const VT *v = (const VT *)PLAIT_MX_PROW(n + 1, o);                           \\
-                    const VT *w = (const VT *)PLAIT_MX_PROW(n + 2, o);                           \\
-                    const T x = dy0[o], y = dy1[o], z = dy2[o];                                  \\
-                    a0 += x * u[0]; a1 += x * u[1]; a2 += x * u[2]; a3 += x * u[3];              \\
-                    b0 += y * v[0]; b1 += y * v[1]; b2 += y * v[2]; b3 += y * v[3];              \\
-                    c0 += z * w[0]; c1 += z * w[1]; c2 += z * w[2]; c3 += z * w[3];              \\
-                }                                                                                \\
-                p[0] = a0; p[1] = a1; p[2] = a2; p[3] = a3;                                      \\
-                q[0] = b0; q[1] = b1; q[2] = b2; q[3] = b3;                                      \\
-                r[0] = c0; r[1] = c1; r[2] = c2; r[3] = c3;                                      \\
+              for (Py_ssize_t n = k0; n < kR; n += R) {                                          \\
+                VT a[R][V], *p[R];                                                               \\
+                _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i)                              \\
+                    p[i] = (VT *)(dX + (n + i) * nI + j0);                                       \\
+                PLAIT_MX_DX_LOAD(R, V)                                                           \\
+                for (Py_ssize_t o = o0; o < o1; ++o) { PLAIT_MX_DX_TERMS(T, VT, R, V) }          \\
+                PLAIT_MX_DX_STORE(R, V)                                                          \\
               }                                                                                  \\
-              for (Py_ssize_t n = k3; n < k1; ++n) {                                             \\
-                const T *dy = dY + n * nO;                                                       \\
-                VT *p = (VT *)(dX + n * nI + j0);                                                \\
-                VT a0, a1, a2, a3;                                                               \\
-                PLAIT_MX_DX_LOAD(p, a)                                                           \\
-                for (Py_ssize_t o = o0; o < o1; ++o) {                                           \\
-                    const VT *u = (const VT *)PLAIT_MX_PROW(n, o);                               \\
-                    const T x = dy[o];                                                           \\
-                    a0 += x * u[0]; a1 += x * u[1]; a2 += x * u[2]; a3 += x * u[3];              \\
-                }                                                                                \\
-                p[0] = a0; p[1] = a1; p[2] = a2; p[3] = a3;                                      \\
+              for (Py_ssize_t n = kR; n < k1; ++n) {                                             \\
+                VT a[1][V], *p[1] = {(VT *)(dX + n * nI + j0)};                                  \\
+                PLAIT_MX_DX_LOAD(1, V)                                                           \\
+                for (Py_ssize_t o = o0; o < o1; ++o) { PLAIT_MX_DX_TERMS(T, VT, 1, V) }          \\
+                PLAIT_MX_DX_STORE(1, V)                                                          \\
               }                                                                                  \\
             }                                                                                    \\
           }                                                                                      \\
@@ -288,10 +284,21 @@ cdef extern from *:
     PLAIT_DEFINE_MX_DX_TAIL(float, plait_vf, int64_t, f32_i64, 8)
     PLAIT_DEFINE_MX_DX_TAIL(double, plait_vd, int32_t, f64_i32, 4)
     PLAIT_DEFINE_MX_DX_TAIL(double, plait_vd, int64_t, f64_i64, 4)
-    PLAIT_DEFINE_MX_DX(float, plait_vf, int32_t, f32_i32, 8)
-    PLAIT_DEFINE_MX_DX(float, plait_vf, int64_t, f32_i64, 8)
-    PLAIT_DEFINE_MX_DX(double, plait_vd, int32_t, f64_i32, 4)
-    PLAIT_DEFINE_MX_DX(double, plait_vd, int64_t, f64_i64, 4)
+    /* Register blocks: R rows x V vectors. The AVX2 build takes float32 / int32 (the text CNN's
+       Maxout) in 2 x 6 (48 columns): 0-15% less time than 3 x 4 at widths 64-512 and 350-5,600
+       rows, 6% the median (Zen 4, 2026-11-28, bench/maxout_kernels.py, two runs). With
+       AVX-512, 2 x 6, 3 x 6, 2 x 8 and 4 x 4 blocks of 16-float vectors all ran within the
+       noise of 3 x 4, which stays; that build also keeps 3 x 4 here, for the columns its
+       64-column blocks leave (spaCy's tok2vec: 288 = 256 + 32). SSE2's 16 registers hold no
+       more than 3 x 4 halves. */
+    #if PLAIT_ISA_LEVEL == 3
+    PLAIT_DEFINE_MX_DX(float, plait_vf, int32_t, f32_i32, 8, 2, 6)
+    #else
+    PLAIT_DEFINE_MX_DX(float, plait_vf, int32_t, f32_i32, 8, 3, 4)
+    #endif
+    PLAIT_DEFINE_MX_DX(float, plait_vf, int64_t, f32_i64, 8, 3, 4)
+    PLAIT_DEFINE_MX_DX(double, plait_vd, int32_t, f64_i32, 4, 3, 4)
+    PLAIT_DEFINE_MX_DX(double, plait_vd, int64_t, f64_i64, 4, 3, 4)
 
     /* dW and db for float32 / int32 with the sums held in registers (AVX2 and AVX-512).
 
@@ -493,7 +500,7 @@ cdef extern from *:
     #define PLAIT_MX_CLONES __attribute__((target("arch=x86-64-v4")))
     #define PLAIT_MX_TAIL_ATTR __attribute__((target("arch=x86-64-v4")))
     PLAIT_DEFINE_MX_DX_TAIL(float, plait_vf16, int32_t, f32_i32_v4, 16)
-    PLAIT_DEFINE_MX_DX(float, plait_vf16, int32_t, f32_i32_v4, 16)
+    PLAIT_DEFINE_MX_DX(float, plait_vf16, int32_t, f32_i32_v4, 16, 3, 4)
     PLAIT_DEFINE_MX_DW2(plait_vf16, 16, f32_i32_v4, __attribute__((target("arch=x86-64-v4"))))
 
     /* dW and db for 3 pieces, float32 / int32, AVX-512: outputs two at a time.
