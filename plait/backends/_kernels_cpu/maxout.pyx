@@ -107,7 +107,7 @@ cdef extern from *:
         _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i)                                      \\
             _Pragma("GCC unroll 16") for (int v = 0; v < V; ++v) p[i][v] = a[i][v];
     /* The terms of output o for R rows from row n: one fused multiply-add per vector. */
-    #define PLAIT_MX_DX_TERMS(T, VT, R, V)                                                          \\
+    #define PLAIT_MX_DX_TERMS(T, VT, R, V)                                                       \\
         _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i) {                                    \\
             const VT *u = (const VT *)PLAIT_MX_PROW(n + i, o);                                   \\
             const T x = dY[(n + i) * nO + o];                                                    \\
@@ -117,7 +117,7 @@ cdef extern from *:
     static PLAIT_MX_CLONES Py_ssize_t plait_mx_dx_cols_##SUF(                                    \\
             const T *dY, const I *which, const T *W, T *dX, Py_ssize_t n0, Py_ssize_t n1,        \\
             Py_ssize_t nO, Py_ssize_t nP, Py_ssize_t nI, Py_ssize_t jstart, int tail) {          \\
-        const Py_ssize_t J4 = nI - nI % (V * L);                                                 \\
+        const Py_ssize_t JM = nI - nI % (V * L);                                                 \\
         /* W's columns are packed block by block into one contiguous buffer (each block nO * nP  \\
            rows of V vectors; read in place, rows nI apart fell into too few cache sets), then   \\
            the rows go a chunk at a time across every block: the chunk's dY and `which` stay in  \\
@@ -127,7 +127,7 @@ cdef extern from *:
            0.50-0.54 of that time there, 0.58-0.69 at width 512 from 1400 rows (AVX-512, Zen 4,  \\
            bench/maxout_kernels.py), and the same time at 350 rows or width 64. */               \\
         /* 64-byte aligned, so no vector load of it straddles two cache lines. */                \\
-        const Py_ssize_t ld = V * L, NBK = (J4 - jstart) / ld, blk = nO * nP * ld;               \\
+        const Py_ssize_t ld = V * L, NBK = (JM - jstart) / ld, blk = nO * nP * ld;               \\
         T *pack = NBK > 0 ? (T *)aligned_alloc(64, (size_t)(NBK * blk) * sizeof(T)) : NULL;      \\
         Py_ssize_t OB = PLAIT_MX_DX_L1 / (nP * ld * (Py_ssize_t)sizeof(T));                      \\
         if (OB < 8) OB = 8;                                                                      \\
@@ -168,7 +168,7 @@ cdef extern from *:
          }                                                                                       \\
         free(pack);                                                                              \\
         /* Without the buffer (out of memory) every column takes the per-row path below. */      \\
-        const Py_ssize_t done = pack != NULL ? J4 : jstart;                                      \\
+        const Py_ssize_t done = pack != NULL ? JM : jstart;                                      \\
         if (tail && done < nI)                                                                   \\
             for (Py_ssize_t n = n0; n < n1; ++n)                                                 \\
                 plait_mx_dx_tail_##SUF(dY, which, W, dX, n, nO, nP, nI, done);                   \\
@@ -181,14 +181,14 @@ cdef extern from *:
         plait_mx_dx_cols_##SUF(dY, which, W, dX, n0, n1, nO, nP, nI, 0, 1);                      \\
     }
 
-    /* Columns J4..nI-1 of row n. */
+    /* Columns JM..nI-1 of row n. */
     #define PLAIT_DEFINE_MX_DX_TAIL(T, VT, I, SUF, L)                                            \\
     static inline __attribute__((always_inline)) PLAIT_MX_TAIL_ATTR void plait_mx_dx_tail_##SUF( \\
             const T *dY, const I *which, const T *W, T *dX, Py_ssize_t n, Py_ssize_t nO,         \\
-            Py_ssize_t nP, Py_ssize_t nI, Py_ssize_t J4) {                                       \\
+            Py_ssize_t nP, Py_ssize_t nI, Py_ssize_t JM) {                                       \\
         const T *dy = dY + n * nO;                                                               \\
         T *dx = dX + n * nI;                                                                     \\
-        Py_ssize_t j0 = J4;                                                                      \\
+        Py_ssize_t j0 = JM;                                                                      \\
         for (; j0 + L <= nI; j0 += L) {                                                          \\
             VT c[8] = {{0}};                                                                     \\
             for (Py_ssize_t o = 0; o < nO; ++o) c[o & 7] += dy[o] * *(const VT *)PLAIT_MX_WROW(n, o);\\
@@ -289,8 +289,8 @@ cdef extern from *:
        rows, 6% the median (Zen 4, 2026-11-28, bench/maxout_kernels.py, two runs). With
        AVX-512, 2 x 6, 3 x 6, 2 x 8 and 4 x 4 blocks of 16-float vectors all ran within the
        noise of 3 x 4, which stays; that build also keeps 3 x 4 here, for the columns its
-       64-column blocks leave (spaCy's tok2vec: 288 = 256 + 32). SSE2's 16 registers hold no
-       more than 3 x 4 halves. */
+       64-column blocks leave (spaCy's tok2vec: 288 = 256 + 32). The baseline build (each vector
+       two SSE2 halves) keeps 3 x 4 too: not measured against other blocks. */
     #if PLAIT_ISA_LEVEL == 3
     PLAIT_DEFINE_MX_DX(float, plait_vf, int32_t, f32_i32, 8, 2, 6)
     #else
