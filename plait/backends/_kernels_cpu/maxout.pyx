@@ -6,16 +6,18 @@ gradients that the reference multiplies by W and by X is nP - 1 parts zeros. The
 the live multiply-adds:
 
 * dX[n] = sum over o of dY[n, o] * W[o, which[n, o]]: a gathered product, 3 rows x 4 vectors of
-  columns in registers while o runs, over W's columns packed block by block into a 64-byte
-  aligned buffer (AVX2 copies of 8-float vectors; on AVX-512, float32 with 16-float vectors).
+  columns in registers while o runs (2 rows x 6 vectors for float32/int32 in the AVX2 build),
+  over W's columns packed block by block into a 64-byte aligned buffer (AVX2 copies of 8-float
+  vectors; on AVX-512, float32 with 16-float vectors).
 * dW[o, which[n, o]] += dY[n, o] * X[n] (and db likewise), three kernels:
   - float32/int32 with 3 pieces on AVX-512: outputs two at a time, all six of a pair's sums in
     registers over 64 columns while each row of a chunk is read once for both outputs (the rows
     sorted into 9 lists by their two winners, each list a loop with fixed destinations);
     1.2-1.6x the speed of the next kernel at the text CNN's shapes (Zen 4), and faster than the
     BLAS's dense product at every width measured (to 1024).
-  - float32/int32 otherwise in the AVX2 and AVX-512 builds: rows 96 (AVX2) or 48 (AVX-512) at a time,
-    each output's rows grouped by winning piece (keeping row order); then, for each block of
+  - float32/int32 otherwise in the AVX2 and AVX-512 builds: rows in chunks whose block of X
+    fills three quarters of the L1 data cache (64 AVX2 / 32 AVX-512 rows with 32 KiB), each
+    output's rows grouped by winning piece (keeping row order); then, for each block of
     12 vectors of columns, X's block copied into a 64-byte aligned buffer and each (o, p)
     summed over its rows in 12 registers and added to dW once per chunk. The columns go in
     passes whose part of dW stays in L2 while every chunk adds to it. It beats the BLAS's
