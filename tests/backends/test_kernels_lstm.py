@@ -290,6 +290,49 @@ def test_lstm_inputs_not_mutated_and_output_not_aliased():
         assert not any((a == 123.0).any() for a in state[:3])
 
 
+class _NanEmpty:
+    """numpy, but whose `empty` float arrays start as NaN: an unwritten element shows."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def empty(self, shape, dtype=float, **kwargs):
+        out = self._real.empty(shape, dtype=dtype, **kwargs)
+        if self._real.dtype(dtype).kind == "f":
+            out.fill(self._real.nan)
+        return out
+
+
+@pytest.mark.parametrize("level", [1, 3, 4])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_lstm_reads_only_what_it_wrote(monkeypatch, dtype, level):
+    """The compiled LSTM takes its outputs, gradients and scratch from numpy.empty (a reused
+    block keeps whatever was there): with those NaN-filled, the results are unchanged."""
+    kernels = _numpy_lstm._compiled
+    ops = NumpyOps()
+    try:
+        kernels._gemm_isa(level)
+        for seed, (depth, dirs, nO, nI, sizes) in enumerate(
+            [(1, 2, 3, 5, [3, 2, 2, 1]), (2, 2, 4, 7, [3, 2, 2, 2, 2, 1]), (2, 1, 8, 3, [1, 1, 1]),
+             (1, 2, 96, 64, [14, 14, 14, 5, 5, 5, 5, 5])]
+        ):
+            params, H0, C0, X, sizes_, dY = make_case(seed, depth, dirs, nO, nI, sizes, dtype)
+            clean_Y, clean_state = ops.lstm_forward_training(params, H0, C0, X, sizes_)
+            clean = (clean_Y, *ops.backprop_lstm(dY, sizes_, params, clean_state))
+            monkeypatch.setattr(kernels, "numpy", _NanEmpty(numpy))
+            Y, state = ops.lstm_forward_training(params, H0, C0, X, sizes_)
+            poisoned = (Y, *ops.backprop_lstm(dY, sizes_, params, state))
+            monkeypatch.undo()
+            for a, b in zip(clean, poisoned):
+                assert numpy.isfinite(b).all()
+                assert_same(b, a)
+    finally:
+        kernels._gemm_isa(0)
+
+
 def test_lstm_accepts_list_and_int64_sizes_and_strided_inits(ref_ops):
     params, H0, C0, X, sizes, dY = make_case(11, 1, 2, 3, 2, [3, 2, 1])
     Y_ref, _ = ref_ops.lstm_forward_training(params, H0, C0, X, sizes)

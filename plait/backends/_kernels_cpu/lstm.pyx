@@ -971,9 +971,12 @@ def _backward_impl(const floating[:, ::1] dY, const floating[::1] params, const 
     blas_min[1] = plait_lstm_blas_min_work(1) if floating is float else -1
     cdef int n_steps = <int>numpy.count_nonzero(sizes)
     dtype = numpy.float32 if floating is float else numpy.float64
-    d_params_arr = numpy.zeros((params.shape[0],), dtype=dtype)
     if N == 0:
-        return numpy.zeros((N, nI), dtype=dtype), d_params_arr
+        return numpy.zeros((N, nI), dtype=dtype), numpy.zeros((params.shape[0],), dtype=dtype)
+    # Every layer and direction writes all of its slice (weights, biases; not accumulated):
+    # numpy.empty reuses freed memory where numpy.zeros maps fresh pages, which the BLAS's
+    # first product would then clear and fill again.
+    d_params_arr = numpy.empty((params.shape[0],), dtype=dtype)
     # Every row is written (the first layer's input product, not accumulated), so no zeros:
     # from numpy.empty a large dX reuses a freed block (block_cache) instead of fresh pages.
     dX_arr = numpy.empty((N, nI), dtype=dtype)
