@@ -13,6 +13,7 @@ time divided by the default's for the same batch (below 1: faster), then the cac
     .venv/bin/python bench/block_cache.py --model tagger --width 512 --hidden 512 --batch 256
     .venv/bin/python bench/block_cache.py --model textcat --width 512 --rows 2000 --batch 64
     .venv/bin/python bench/block_cache.py --quick     # a small tagger, seconds
+    .venv/bin/python bench/block_cache.py --min-mib 16,4   # the cache from 16 MiB and from 4 MiB
 """
 import argparse
 import json
@@ -41,6 +42,9 @@ def _parse(argv):
     p.add_argument("--batches", type=int, default=12, help="batches, each run once per variant")
     p.add_argument("--limit-mib", type=float, default=None,
                    help="the cache's limit (default: PLAIT_BLOCK_CACHE's, 'auto' if unset)")
+    p.add_argument("--min-mib", default=None, metavar="A,B,...",
+                   help="compare the cache keeping blocks from each of these sizes (MiB) instead "
+                        "of numpy's allocators against the cache")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--json", default=None, metavar="PATH")
     args = p.parse_args(argv)
@@ -48,6 +52,14 @@ def _parse(argv):
         args.model, args.width, args.hidden, args.batch, args.batches = "tagger", 64, 64, 16, 4
     if args.batches < 2:
         p.error(f"--batches must be at least 2 (the first is a warm-up), got {args.batches}")
+    args.mins = None
+    if args.min_mib:
+        try:
+            args.mins = [float(v) for v in args.min_mib.split(",") if v.strip()]
+        except ValueError:
+            p.error(f"--min-mib takes sizes in MiB separated by commas (16,4), got {args.min_mib!r}")
+        if len(args.mins) < 2 or min(args.mins) <= 0:
+            p.error(f"--min-mib needs at least two sizes above 0 to compare, got {args.min_mib!r}")
     return args
 
 
@@ -99,15 +111,24 @@ def main(argv=None):
     api.set_current_ops(api.NumpyOps())
     model, loss, batches, pick = _model(api, args)
     optimizer = api.Adam(0.001, use_averages=False)
-    times = {v: [] for v in VARIANTS}
+    variants = VARIANTS if not args.mins else tuple(f"block cache from {m:g} MiB" for m in args.mins)
+    times = {v: [] for v in variants}
     try:
         for j, idx in enumerate(batches):
             X, Y = pick(idx)
-            for r in range(len(VARIANTS)):
-                variant = VARIANTS[(j + r) % len(VARIANTS)]
-                # Only the allocator of new arrays changes: the cache keeps its blocks throughout.
-                memcache.set_handler(memcache.handler if variant == "block cache" else default)
-                multiarray._set_madvise_hugepage(variant == "numpy default" and huge)
+            for r in range(len(variants)):
+                k = (j + r) % len(variants)
+                variant = variants[k]
+                if args.mins:
+                    # The same cache, keeping blocks from another size: a block records whether
+                    # it is the cache's, so frees are right whichever size was set when it came.
+                    memcache.set_handler(memcache.handler)
+                    block_cache.install(limit, int(args.mins[k] * (1 << 20)))
+                    multiarray._set_madvise_hugepage(False)
+                else:
+                    # Only the allocator of new arrays changes: the cache keeps its blocks throughout.
+                    memcache.set_handler(memcache.handler if variant == "block cache" else default)
+                    multiarray._set_madvise_hugepage(variant == "numpy default" and huge)
                 start = time.process_time()
                 Yh, backprop = model.begin_update(X)
                 backprop(loss.get_grad(Yh, Y))
@@ -118,7 +139,7 @@ def main(argv=None):
         memcache.set_handler(default)
         multiarray._set_madvise_hugepage(huge)
         block_cache.uninstall()
-    base = times[VARIANTS[0]]
+    base = times[variants[0]]
     rows = []
     from plait.backends import _kernels_cpu
 
@@ -128,9 +149,9 @@ def main(argv=None):
           + f", batch {args.batch}: {args.batches} batches (the first a warm-up), each under every "
           f"allocator; CPU ms per step\ncpu={summary['cpu']}  build={_kernels_cpu.ISA}  1 thread  "
           f"environment pins: {summary['blas_env'] or 'none'}  plait@{summary['plait_commit']}")
-    print("| allocator | median ms | per batch vs numpy default (median) |")
+    print(f"| allocator | median ms | per batch vs {variants[0]} (median) |")
     print("|---|---:|---:|")
-    for v in VARIANTS:
+    for v in variants:
         ratio = statistics.median(t / b for t, b in zip(times[v][1:], base[1:]))
         ms = statistics.median(times[v][1:]) * 1e3
         rows.append(dict(allocator=v, median_ms=ms, ratio=ratio))

@@ -22,3 +22,18 @@ def test_off_is_refused_with_a_reason(tmp_path):
                           capture_output=True, text=True, cwd=str(REPO), timeout=300)
     assert proc.returncode != 0
     assert "limit is 0" in proc.stderr
+
+
+def test_min_mib_compares_the_cache_from_each_size(tmp_path):
+    lines, data = run_quick_grid("block_cache.py", tmp_path, extra=("--min-mib", "16,4"))
+    names = ["block cache from 16 MiB", "block cache from 4 MiB"]
+    assert first_column(lines, "allocator") == names
+    assert [r["allocator"] for r in data["rows"]] == names
+    assert data["rows"][0]["ratio"] == 1.0
+
+
+def test_min_mib_needs_two_sizes(tmp_path):
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "block_cache.py"), "--quick", "--min-mib", "4"],
+                          capture_output=True, text=True, cwd=str(REPO), timeout=300)
+    assert proc.returncode != 0
+    assert "at least two sizes" in proc.stderr
