@@ -58,8 +58,9 @@ def _parse(argv):
             args.mins = [float(v) for v in args.min_mib.split(",") if v.strip()]
         except ValueError:
             p.error(f"--min-mib takes sizes in MiB separated by commas (16,4), got {args.min_mib!r}")
-        if len(args.mins) < 2 or min(args.mins) <= 0:
-            p.error(f"--min-mib needs at least two sizes above 0 to compare, got {args.min_mib!r}")
+        if len(args.mins) < 2 or min(args.mins) * (1 << 20) < 4096:
+            p.error(f"--min-mib needs at least two sizes of 4 KiB (0.004 MiB) or more to compare, "
+                    f"got {args.min_mib!r}")
     return args
 
 

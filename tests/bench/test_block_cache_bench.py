@@ -32,8 +32,11 @@ def test_min_mib_compares_the_cache_from_each_size(tmp_path):
     assert data["rows"][0]["ratio"] == 1.0
 
 
-def test_min_mib_needs_two_sizes(tmp_path):
+def test_min_mib_needs_two_sizes_of_at_least_4_kib(tmp_path):
     proc = subprocess.run([sys.executable, str(REPO / "bench" / "block_cache.py"), "--quick", "--min-mib", "4"],
                           capture_output=True, text=True, cwd=str(REPO), timeout=300)
     assert proc.returncode != 0
     assert "at least two sizes" in proc.stderr
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "block_cache.py"), "--quick", "--min-mib", "16,0"],
+                          capture_output=True, text=True, cwd=str(REPO), timeout=300)
+    assert proc.returncode != 0 and "4 KiB" in proc.stderr
