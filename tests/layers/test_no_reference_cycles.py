@@ -5,10 +5,9 @@ masks: tens of MB a step for a wide tagger) must go when the caller drops the ca
 the next cyclic garbage collection. A closure that named itself kept the LSTM's forward state
 alive for several steps, so every step mapped fresh memory for it.
 """
-import gc
-
 import numpy
 import pytest
+from _cycles import assert_no_cycles
 
 import plait.api as api
 from plait.types import Padded, Ragged
@@ -105,19 +104,4 @@ def test_a_training_step_leaves_no_garbage_cycles(name):
         backprop(_ones_like(Y))
         model.finish_update(optimizer)
 
-    step()  # first-call set-up (lazy imports, caches) is not the step's doing
-    gc.collect()
-    was_enabled = gc.isenabled()
-    gc.disable()
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
-        step()
-        found = gc.collect()
-        garbage = [type(o).__name__ + (f" {o.__qualname__}" if hasattr(o, "__qualname__") else "")
-                   for o in gc.garbage]
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        if was_enabled:
-            gc.enable()
-    assert found == 0, f"{name}: a step left {found} objects in reference cycles: {garbage[:10]}"
+    assert_no_cycles(step, name)
