@@ -135,7 +135,7 @@ def forward(model: Model[Padded, Padded], Xp: Padded, is_train: bool) -> Tuple[P
     Yp = _packed_to_padded(ops, Y, Xp)
 
     def backprop(dYp: Padded) -> Padded:
-        _check_trained(model, backprop_packed.trained)  # type: ignore[attr-defined]
+        _check_trained(model, is_train)
         dYr = _padded_to_packed(ops, dYp, dtype=dtype)
         return _packed_to_padded(ops, backprop_packed(dYr.data, dYr.lengths), dYp)
 
@@ -161,20 +161,17 @@ def _forward_packed(model: Model, X: Any, sizes: Any, is_train: bool) -> Tuple[A
         Y = ops.lstm_forward_inference(LSTM, HC0[0], HC0[1], X, sizes)
         fwd_state = None
 
-    trained = fwd_state is not None
-
     def backprop(dY: Any, dY_sizes: Any) -> Any:
-        # The flag, not the function's own attribute: a closure that names itself is a
+        # The flag, not an attribute of this function: a closure that names itself is a
         # reference cycle, which kept the LSTM's forward state (tens of MB a step at width
         # 512) alive until the next cyclic garbage collection.
-        _check_trained(model, trained)
+        _check_trained(model, is_train)
         dX, dLSTM = ops.backprop_lstm(dY, dY_sizes, LSTM, fwd_state)
         if mask is not None:
             dLSTM *= mask
         model.inc_grad("LSTM", dLSTM)
         return dX
 
-    backprop.trained = trained  # type: ignore[attr-defined]
     return Y, backprop
 
 
@@ -230,7 +227,7 @@ def forward_unpadded(
     Y, backprop_packed = _forward_packed(model, ops.as_contig(data.take(src, axis=0), dtype=dtype), sizes, is_train)
 
     def backprop(dY: Any) -> Any:
-        _check_trained(model, backprop_packed.trained)  # type: ignore[attr-defined]
+        _check_trained(model, is_train)
         if not isinstance(dY, numpy.ndarray) or dY.shape != (data.shape[0], Y.shape[1]):
             raise ValueError(
                 f"Model '{model.name}': backprop expects gradients of shape {(data.shape[0], Y.shape[1])} "

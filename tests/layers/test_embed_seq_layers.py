@@ -758,6 +758,13 @@ def test_lstm_init_dropout_and_errors():
     _, backprop = model(Xp, is_train=False)
     with pytest.raises(ValueError, match="is_train=False"):
         backprop(Xp)
+    # The same refusal where with_padded hands the LSTM a list without a Padded batch.
+    from plait.layers.with_padded import with_padded
+
+    wrapped = with_padded(model)
+    Ys, backprop = wrapped(seqs, is_train=False)
+    with pytest.raises(ValueError, match="is_train=False"):
+        backprop([numpy.ones_like(y) for y in Ys])
     # Weight dropout changes training outputs only.
     drop = LSTM(6, 3, dropout=0.5).initialize()
     plain = LSTM(6, 3).from_bytes(drop.to_bytes())
