@@ -27,6 +27,19 @@ model, width, batch, setting, rounds, threads and --quick, with every requested 
 skips them, and writes the file again after every new cell; --report-only prints the
 tables of what the file holds without measuring. Stop a run with Ctrl-C between or during
 cells: the finished cells are in the file.
+
+The GEMM ceiling and what it allows: before the cells (and after them) a child measures the
+best single product rate of this machine (float32 2048^3 through numpy, plait's ops.gemm and
+torch where importable, best of 8, per CPU-second: _harness.measure_gemm_ceiling), or
+--ceiling GFLOPS gives it. Each cell then shows the multiply-adds of plait's products per
+unit (work_macs: every product of the forward and the backward, as plait's layers compute
+them) as a share of that ceiling ("plait % ceiling"), and per peer the **ceiling bound**:
+the plait/peer ratio plait would reach if its products ran at the ceiling and nothing else
+took any time (the peer's time per unit over plait's products' time at the ceiling). A cell
+whose bound is below a target cannot meet it by faster code around the products, only with
+products above the ceiling's rate or with fewer of them. The text CNN's backward is sparse
+(Maxout's dX and dW for each output's winning piece only, a third of thinc's dense backward
+at 3 pieces), so its bound is against plait's sparse work.
 """
 
 from __future__ import annotations
@@ -47,6 +60,8 @@ import _harness as H
 TARGET_MIN = 1.5  # issue 19: every cell >= 1.5x thinc 9.1.1 per CPU-second
 TARGET_MEDIAN = 2.0  # ... and the median >= 2x
 ACCURACY_SLACK = 0.005  # accuracy within 0.5 points of thinc
+TAGGER_TAGS = 14  # the Turkish Web Treebank's UPOS tags (the tagger's Softmax width)
+CEILING_N = 2048  # the GEMM ceiling's product: float32 (n, n) @ (n, n)
 
 # model -> (script, unit, feature setting: (param, flag, header) or None)
 MODELS: Dict[str, Tuple[str, str, Optional[Tuple[str, str, str]]]] = {
@@ -102,7 +117,54 @@ def make_parser() -> argparse.ArgumentParser:
                         "--resume-json")
     p.add_argument("--timeout", type=float, default=1800.0,
                    help="seconds one framework's child may run (passed to the scripts)")
+    p.add_argument("--ceiling", default="measure", metavar="GFLOPS|measure|off",
+                   help="the single-thread GEMM ceiling, GFLOP per CPU-second, for the "
+                        "'plait %% ceiling' and 'bound' columns: measured before and after "
+                        "the cells (default; --report-only uses the file's), a number, or off")
     return p
+
+
+def ceiling_arg(text: str) -> Optional[float]:
+    """--ceiling as a number of GFLOP per CPU-second; None for 'measure' and 'off'."""
+    value = text.strip().lower()
+    if value in ("measure", "off"):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not number > 0 or number == float("inf"):
+        raise SystemExit(f"matrix: --ceiling {text!r} is not a GEMM ceiling. Give GFLOP per "
+                         "CPU-second as a positive number (e.g. 105), 'measure' or 'off'.")
+    return number
+
+
+def work_macs(cell: Dict[str, Any]) -> Optional[float]:
+    """Multiply-adds of plait's products per training unit of `cell` (MLP example, text CNN
+    document, tagger word): the forward's, the input gradient's and the weight gradient's.
+    None where the cell's result lacks what it takes (e.g. the text CNN's word count)."""
+    result = cell.get("result", {})
+    params = result.get("params", {})
+    width = int(params.get("width", cell["width"]))
+    if cell["model"] == "mlp":
+        dims = [784] + [width] * int(params.get("depth", 2)) + [10]
+        return 3.0 * sum(a * b for a, b in zip(dims[:-1], dims[1:]))
+    if cell["model"] == "textcat":
+        plait = result.get("medians", {}).get("plait", {})
+        if not plait.get("docs") or not plait.get("words"):
+            return None
+        pieces = int(params.get("pieces", 3))
+        n_in = 3 * width  # expand_window(1): [previous, token, next]
+        # Maxout: the forward over every piece; dX and dW over each output's winner only.
+        per_token = (pieces + 2.0) * n_in * width
+        per_doc = 3.0 * width * 2  # Softmax(2) over the mean
+        return plait["words"] / plait["docs"] * per_token + per_doc
+    if cell["model"] == "tagger":
+        hidden = int(params.get("hidden", cell["setting"]))
+        # Two directions of hidden/2 units: 4 gates over the input and the previous output.
+        lstm = 4.0 * hidden * (width + hidden / 2)
+        return 3.0 * (lstm + hidden * TAGGER_TAGS)
+    return None
 
 
 # ---------------------------------------------------------------------------------------
@@ -185,12 +247,14 @@ def run_cell(cell: Dict[str, Any], args: argparse.Namespace, peers: str) -> Dict
         return json.loads(out_json.read_text())
 
 
-def cell_figures(cell: Dict[str, Any], frameworks: Sequence[str]) -> Dict[str, Any]:
+def cell_figures(cell: Dict[str, Any], frameworks: Sequence[str],
+                 ceiling: Optional[float] = None) -> Dict[str, Any]:
     """Per framework the median train throughput (CPU and wall) and accuracy; plait/peer
-    ratios per CPU-second and per wall second."""
+    ratios per CPU-second and per wall second; with a GEMM ceiling (GFLOP per CPU-second),
+    plait's products' share of it and per peer the ceiling bound (module docstring)."""
     medians = cell.get("result", {}).get("medians", {})
     figs: Dict[str, Any] = {"per_cpu_s": {}, "per_s": {}, "accuracy": {}, "ratio_cpu": {},
-                            "ratio_wall": {}}
+                            "ratio_wall": {}, "ceiling_frac": None, "bound": {}}
     for name in frameworks:
         m = medians.get(name)
         if not m:
@@ -206,6 +270,15 @@ def cell_figures(cell: Dict[str, Any], frameworks: Sequence[str]) -> Dict[str, A
                                           medians[name].get("train_per_cpu_s"), True)
         figs["ratio_wall"][name] = H.ratio(base.get("train_per_s"),
                                            medians[name].get("train_per_s"), True)
+    macs = work_macs(cell)
+    if ceiling and macs:
+        gflop = 2.0 * macs / 1e9  # plait's products per unit
+        if base.get("train_per_cpu_s"):
+            figs["ceiling_frac"] = base["train_per_cpu_s"] * gflop / ceiling
+        for name in frameworks:
+            rate = medians.get(name, {}).get("train_per_cpu_s") if name != "plait" else None
+            if rate:
+                figs["bound"][name] = ceiling / (rate * gflop)
     return figs
 
 
@@ -225,6 +298,9 @@ def model_table(model: str, cells: List[Dict[str, Any]], frameworks: Sequence[st
     headers += [f"{f} {unit}/CPU-s" for f in frameworks]
     for p in peers:
         headers += [f"vs {p} CPU", f"vs {p} wall"]
+    with_ceiling = any(c["figures"].get("ceiling_frac") for c in cells)
+    if with_ceiling:
+        headers += ["plait % ceiling"] + [f"bound vs {p}" for p in peers]
     headers += [f"acc {f}" for f in frameworks]
     rows = []
     for c in cells:
@@ -234,6 +310,9 @@ def model_table(model: str, cells: List[Dict[str, Any]], frameworks: Sequence[st
         for p in peers:
             row += [_fmt(figs["ratio_cpu"].get(p), "{:.2f}x"),
                     _fmt(figs["ratio_wall"].get(p), "{:.2f}x")]
+        if with_ceiling:
+            row += [_fmt(figs.get("ceiling_frac"), "{:.0%}")]
+            row += [_fmt(figs.get("bound", {}).get(p), "{:.2f}x") for p in peers]
         row += [_fmt(figs["accuracy"].get(f), "{:.4f}") for f in frameworks]
         rows.append(row)
     return H.render_table(headers, rows)
@@ -267,6 +346,14 @@ def summarize(cells: List[Dict[str, Any]], frameworks: Sequence[str]) -> Dict[st
                     and acc["plait"] < acc[peer] - ACCURACY_SLACK:
                 behind.append({"cell": cell_label(c), "plait": acc["plait"], peer: acc[peer]})
         entry["accuracy_behind"] = behind
+        bounds = [(c["figures"].get("bound", {}).get(peer), c) for c in cells]
+        bounds = [(b, c) for b, c in bounds if b is not None]
+        if bounds:
+            entry["bound"] = {
+                "cells": len(bounds), "median": statistics.median(b for b, _ in bounds),
+                "below_min": [{"cell": cell_label(c), "bound": b}
+                              for b, c in bounds if b < TARGET_MIN],
+                "below_median": sum(b < TARGET_MEDIAN for b, _ in bounds)}
         if len(entry) > 1 or "cpu" in entry:
             out[peer] = entry
     return out
@@ -296,6 +383,15 @@ def summary_lines(summary: Dict[str, Any], scope: str) -> List[str]:
             lines.append(f"  issue 19 target (every cell >= {TARGET_MIN}x, median >= "
                          f"{TARGET_MEDIAN}x): min {'met' if ok_min else 'NOT met'}, "
                          f"median {'met' if ok_med else 'NOT met'}")
+        bound = e.get("bound")
+        if bound:
+            low = bound["below_min"]
+            lines.append(
+                f"  ceiling bound vs {peer} (products at the GEMM ceiling, nothing else): "
+                f"median {bound['median']:.2f}x; below {TARGET_MEDIAN}x in "
+                f"{bound['below_median']} of {bound['cells']} cells; below {TARGET_MIN}x in "
+                f"{len(low)}" + (": " + "; ".join(f"{b['cell']} {b['bound']:.2f}x" for b in low)
+                                 if low else ""))
         for b in e.get("accuracy_behind", []):
             lines.append(f"  accuracy: plait {b['plait']:.4f} < {peer} {b[peer]:.4f} - 0.005 "
                          f"in {b['cell']}")
@@ -303,7 +399,8 @@ def summary_lines(summary: Dict[str, Any], scope: str) -> List[str]:
 
 
 def print_report(args: argparse.Namespace, cells: List[Dict[str, Any]],
-                 frameworks: Sequence[str], models: Sequence[str]) -> Dict[str, Any]:
+                 frameworks: Sequence[str], models: Sequence[str],
+                 ceiling: Optional[float] = None) -> Dict[str, Any]:
     ms = H.machine_summary()
     rounds = 1 if args.quick else args.rounds
     print()
@@ -313,6 +410,10 @@ def print_report(args: argparse.Namespace, cells: List[Dict[str, Any]],
           f"plait@{ms['plait_commit'] or '?'}")
     print("Ratios are plait/peer training throughput (>1: plait faster), from each "
           "framework's median over the rounds; 'CPU' per CPU-second, 'wall' per second.")
+    if ceiling:
+        print(f"GEMM ceiling: {ceiling:.1f} GFLOP per CPU-second. 'plait % ceiling': plait's "
+              "products per CPU-second as a share of it; 'bound': the ratio plait would reach "
+              "with its products at the ceiling and nothing else (bench/matrix.py's docstring).")
     summaries: Dict[str, Any] = {}
     for model in models:
         mine = [c for c in cells if c["model"] == model and "error" not in c["result"]]
@@ -358,8 +459,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
     out_path = args.json or args.resume_json
     done: Dict[Tuple, Dict[str, Any]] = {}
+    fixed_ceiling = ceiling_arg(args.ceiling)
+    measure = args.ceiling.strip().lower() == "measure"
+    measured: Dict[str, Dict[str, float]] = {}
     if args.resume_json and Path(args.resume_json).exists():
-        for c in json.loads(Path(args.resume_json).read_text()).get("cells", []):
+        stored = json.loads(Path(args.resume_json).read_text())
+        measured = H.merge_ceilings(stored.get("gemm_ceiling") or {})
+        for c in stored.get("cells", []):
             medians = c.get("result", {}).get("medians", {})
             if "error" not in c.get("result", {}) and all(n in medians for n in live):
                 done[stored_key(c)] = c
@@ -371,19 +477,34 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     print(f"matrix: {len(cells)} cells, {n_done} already in {args.resume_json or '-'}, "
           f"{len(todo)} to run; frameworks: {', '.join(live)}", flush=True)
 
+    def measure_ceiling() -> None:
+        if measure:
+            print(f"GEMM ceiling: float32 {CEILING_N}^3, {args.threads} thread(s)...", flush=True)
+            measured.update(H.merge_ceilings(measured, H.gemm_ceiling(args.threads, n=CEILING_N)))
+
+    def ceiling() -> Optional[float]:
+        if fixed_ceiling is not None:
+            return fixed_ceiling
+        if not measure or not measured:
+            return None
+        return max(v["cpu"] for v in measured.values())
+
     def save() -> None:
         if not out_path:
             return
         ordered = list(kept.values())
         for c in ordered:
-            c["figures"] = cell_figures(c, live)
+            c["figures"] = cell_figures(c, live, ceiling())
         blob = {"matrix": {k: v for k, v in vars(args).items()}, "frameworks": live,
                 "machine": H.machine_summary(), "cells": ordered,
+                "gemm_ceiling": measured, "ceiling_gflops_cpu": ceiling(),
                 "summary": summarize([c for c in ordered if "error" not in c["result"]], live)}
         tmp = Path(str(out_path) + ".tmp")
         tmp.write_text(json.dumps(blob, indent=1, sort_keys=True))
         os.replace(tmp, out_path)
 
+    if todo:
+        measure_ceiling()
     for i, cell in enumerate(todo):
         t0, load0 = time.perf_counter(), os.getloadavg()[0]
         print(f"[cell {i + 1}/{len(todo)}] {cell_label(cell)}  (load {load0:.2f})", flush=True)
@@ -396,13 +517,15 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         kept[cell_key(cell, args)] = cell
         save()
 
+    if todo:
+        measure_ceiling()  # again after the cells: the best of both stands for the machine
     report_cells = []
     for cell in cells:
         c = kept.get(cell_key(cell, args))
         if c is not None:
-            c["figures"] = cell_figures(c, live)
+            c["figures"] = cell_figures(c, live, ceiling())
             report_cells.append(c)
-    summaries = print_report(args, report_cells, live, models)
+    summaries = print_report(args, report_cells, live, models, ceiling())
     if out_path and not args.report_only:
         save()
         blob = json.loads(Path(out_path).read_text())

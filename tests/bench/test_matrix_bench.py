@@ -46,8 +46,12 @@ def test_quick_matrix_prints_tables_and_resumes(tmp_path):
         header, rows = table_after(out, marker)
         for column in columns:
             assert column in header, (column, header)
-        # --peers none: plait alone, so no ratio columns and no peer rows.
-        assert not any(h.startswith("vs ") for h in header), header
+        # --peers none: plait alone, so no ratio columns, no bound and no peer rows.
+        assert not any(h.startswith("vs ") or h.startswith("bound") for h in header), header
+        assert "plait % ceiling" in header, header
+        for row in rows:
+            share = row[header.index("plait % ceiling")]
+            assert share.endswith("%") and float(share[:-1]) > 0, row
         assert [r[header.index("batch")] for r in rows] == ["16", "64"], rows
         for row in rows:
             assert float(row[header.index(columns[-2])].replace(",", "")) > 0, row
@@ -56,6 +60,9 @@ def test_quick_matrix_prints_tables_and_resumes(tmp_path):
 
     blob = json.loads(out_json.read_text())
     assert blob["frameworks"] == ["plait"]
+    # The GEMM ceiling was measured (numpy's and plait's products at least) and used.
+    assert {"numpy", "plait"} <= set(blob["gemm_ceiling"]), blob["gemm_ceiling"]
+    assert blob["ceiling_gflops_cpu"] == max(v["cpu"] for v in blob["gemm_ceiling"].values())
     cells = blob["cells"]
     assert len(cells) == 6
     assert sorted({c["model"] for c in cells}) == ["mlp", "tagger", "textcat"]
@@ -99,3 +106,70 @@ def test_tagger_epochs_cover_the_minimum_updates():
     assert epochs_for({"batch": 256, "epochs": 1, "min_updates": 65}, 3941) == 5
     assert epochs_for({"batch": 256, "epochs": 6, "min_updates": 60}, 3941) == 6
     assert epochs_for({"batch": 256, "epochs": 1, "min_updates": 0}, 3941) == 1
+
+
+def _matrix_module():
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import matrix
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    return matrix
+
+
+def _cell(model, width, setting, params, medians):
+    return {"model": model, "width": width, "batch": 64, "setting": setting,
+            "result": {"params": dict(params, width=width), "medians": medians}}
+
+
+def test_work_macs_counts_each_models_products():
+    matrix = _matrix_module()
+    # MLP 784-128-128-10: forward, dX and dW of three layers.
+    mlp = _cell("mlp", 128, None, {"depth": 2}, {})
+    assert matrix.work_macs(mlp) == 3 * (784 * 128 + 128 * 128 + 128 * 10)
+    # BiLSTM of 256 outputs (2 x 128) over 64-wide embeddings, then Softmax over the tags.
+    tagger = _cell("tagger", 64, 256, {"hidden": 256}, {})
+    per_word = 4 * 256 * (64 + 128) + 256 * matrix.TAGGER_TAGS
+    assert matrix.work_macs(tagger) == 3 * per_word
+    # Text CNN: Maxout over 3 x 32 window features, 3 pieces forward, winners backward;
+    # 22 tokens a document; Softmax(2) over each document's mean.
+    plait = {"docs": 10, "words": 220}
+    textcat = _cell("textcat", 32, 2000, {"pieces": 3}, {"plait": plait})
+    assert matrix.work_macs(textcat) == 22 * (3 + 2) * 96 * 32 + 3 * 32 * 2
+    # Without the word count there is nothing to count from.
+    assert matrix.work_macs(_cell("textcat", 32, 2000, {"pieces": 3}, {"plait": {}})) is None
+
+
+def test_ceiling_share_and_bound():
+    matrix = _matrix_module()
+    medians = {"plait": {"train_per_cpu_s": 20000.0, "train_per_s": 19000.0},
+               "thinc91": {"train_per_cpu_s": 10000.0, "train_per_s": 9000.0}}
+    cell = _cell("mlp", 256, None, {"depth": 2}, medians)
+    gflop = 2 * matrix.work_macs(cell) / 1e9
+    figs = matrix.cell_figures(cell, ["plait", "thinc91"], ceiling=100.0)
+    assert figs["ratio_cpu"]["thinc91"] == pytest.approx(2.0)
+    assert figs["ceiling_frac"] == pytest.approx(20000 * gflop / 100.0)
+    # thinc's time per example over plait's products' time at the ceiling.
+    assert figs["bound"]["thinc91"] == pytest.approx((1 / 10000) / (gflop / 100.0))
+    # No ceiling, no bound.
+    plain = matrix.cell_figures(cell, ["plait", "thinc91"])
+    assert plain["ceiling_frac"] is None and plain["bound"] == {}
+    summary = matrix.summarize([dict(cell, figures=figs)], ["plait", "thinc91"])
+    bound = summary["thinc91"]["bound"]
+    assert bound["cells"] == 1 and bound["median"] == pytest.approx(figs["bound"]["thinc91"])
+    lines = "\n".join(matrix.summary_lines(summary, "mlp"))
+    assert "ceiling bound vs thinc91" in lines
+
+
+@pytest.mark.parametrize("text", ["-3", "0", "fast", "nan", "inf"])
+def test_a_bad_ceiling_is_refused(text):
+    matrix = _matrix_module()
+    with pytest.raises(SystemExit) as err:
+        matrix.ceiling_arg(text)
+    assert repr(text) in str(err.value) and "positive number" in str(err.value)
+
+
+def test_a_ceiling_given_or_switched_off():
+    matrix = _matrix_module()
+    assert matrix.ceiling_arg("105.5") == 105.5
+    assert matrix.ceiling_arg("measure") is None and matrix.ceiling_arg(" Off ") is None
