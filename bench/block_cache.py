@@ -2,7 +2,7 @@
 """Training steps with numpy's own allocator against plait's cache of freed large blocks.
 
 plait/backends/block_cache.py makes numpy allocate through a cache of freed blocks of at least
-16 MiB (block_cache.MIN_BYTES), so a step's large arrays reuse mapped pages instead of pages
+64 KiB (block_cache.MIN_BYTES), so a step's arrays reuse memory already written instead of pages
 the kernel zeroes on first touch. This script trains the matrix's tagger (bench/lstm_tagger.py's
 model) or text CNN (bench/textcat_cnn.py's) in one process, one thread, and runs every batch
 once under each allocator, in alternating order: numpy's default allocator (with numpy's
@@ -13,7 +13,7 @@ time divided by the default's for the same batch (below 1: faster), then the cac
     .venv/bin/python bench/block_cache.py --model tagger --width 512 --hidden 512 --batch 256
     .venv/bin/python bench/block_cache.py --model textcat --width 512 --rows 2000 --batch 64
     .venv/bin/python bench/block_cache.py --quick     # a small tagger, seconds
-    .venv/bin/python bench/block_cache.py --min-mib 16,4   # the cache from 16 MiB and from 4 MiB
+    .venv/bin/python bench/block_cache.py --min-mib 16,0.0625   # the cache from 16 MiB and from 64 KiB
 """
 import argparse
 import json

@@ -4,10 +4,13 @@ A training step of a wide model allocates and frees the same large arrays every 
 tagger at width 512 and batch 256: several of 35-46 MB). glibc maps every block above 32 MB
 anew and the kernel zeroes each page on first touch, although the producer then writes the
 whole array: that zeroing was 15% of such a step (`perf`: `clear_page_erms`, under numpy's
-huge-page advice). With the cache, a freed block of at least 16 MiB is kept (up to a limit in
+huge-page advice). With the cache, a freed block of at least 64 KiB is kept (up to a limit in
 all, the oldest released first) and serves the next request of its size class, already
-mapped. Smaller blocks are left to malloc, whose heap already reuses them (keeping blocks from
-1 MiB changed nothing measurable). Before a large request that no kept block serves is mapped,
+mapped: blocks from 16 MiB are mappings of their own, smaller ones malloc's, kept instead of
+freed. The smaller ones matter where a step churns arrays of 0.1-1 MB: glibc trimmed its heap
+and mapped such blocks anew, 20,000 fresh pages an epoch of the text CNN at width 64, whose
+training ran 16-21% faster with them kept (bench/README.md). Blocks below 64 KiB are left to
+malloc's heap. Before a large request that no kept block serves is mapped,
 the oldest kept blocks are given back until kept and live blocks together are within half again
 the most the live ones have been: with kept blocks only bounded by the limit, a spaCy training
 run peaked at 809 MB against 561 MB without the cache; with this bound, 584 MB.
@@ -32,9 +35,10 @@ from ._kernels_cpu import memcache as _mc
 
 VARIABLE = "PLAIT_BLOCK_CACHE"
 _HANDLER_NAME = "plait_block_cache"
-#: Smallest block kept: below it malloc's heap already reuses memory (glibc maps blocks anew
-#: only above its mmap threshold, which rises to at most 32 MB).
-MIN_BYTES = 16 << 20
+#: Smallest block kept. Below it malloc's heap reuses memory well; from it up, glibc's trimming
+#: of the heap's top and its mmap threshold (which rises to at most 32 MB) had blocks mapped and
+#: zeroed anew every step (bench/README.md, "Blocks from 64 KiB").
+MIN_BYTES = 64 << 10
 #: The `auto` limit: at most this, and at most a sixteenth of physical memory. The tagger at
 #: width 512 / batch 256 kept 53 of 64 hits with 256 MiB (bench/README.md).
 AUTO_LIMIT = 512 << 20

@@ -14,7 +14,7 @@ def test_quick_run_compares_the_three_allocators(tmp_path):
     assert [r["allocator"] for r in data["rows"]] == names
     assert data["rows"][0]["ratio"] == 1.0
     assert all(r["median_ms"] > 0 for r in data["rows"])
-    assert data["cache"]["limit_bytes"] > 0 and data["cache"]["min_bytes"] == 16 << 20
+    assert data["cache"]["limit_bytes"] > 0 and data["cache"]["min_bytes"] == 64 << 10
 
 
 def test_off_is_refused_with_a_reason(tmp_path):

@@ -10,12 +10,16 @@ request of the same size class, so those pages are written once, by the array's 
 
 Every block carries a 64-byte header (its capacity, whether it is a mapping of its own, and a
 tag) in front of the data, so a free needs nothing from numpy but the pointer. Blocks below
-`min_bytes` go straight to malloc/free. Large blocks are anonymous mappings of their own, not
-part of malloc's heap, and get no MADV_HUGEPAGE (numpy's allocator asks for it from 4 MB): with
+`min_bytes` go straight to malloc/free. Blocks of at least 16 MiB (PLAIT_MC_MAP_MIN) are
+anonymous mappings of their own, not part of malloc's heap, and get no MADV_HUGEPAGE (numpy's allocator asks for it from 4 MB): with
 huge pages a sparsely written `numpy.zeros` array, a padded batch, has every 2 MB of it zeroed
 (`perf`: a quarter of the tagger's step), with 4 KiB pages only what is written. calloc takes a
-fresh mapping, never a kept block. All cache operations hold one mutex: numpy may free an
-array's data from any thread.
+fresh mapping, never a kept block. Kept blocks below 16 MiB come from malloc, as malloc's own
+blocks (a mapping each would spend the process's map count on every live array), their data
+moved up to 64 bytes as a mapping's is, and are kept when freed instead of going back to malloc: a text CNN at width 64 frees and allocates blocks
+of 0.1-1 MB every step, and glibc, trimming the top of its heap and mapping such blocks anew,
+had the kernel zero 20,000 fresh pages an epoch (bench/README.md). All cache operations hold
+one mutex: numpy may free an array's data from any thread.
 """
 from cpython.pycapsule cimport PyCapsule_New
 from libc.stdint cimport uint64_t
@@ -61,8 +65,16 @@ cdef extern from *:
     #define PLAIT_MC_HEADER 64
     #define PLAIT_MC_TAG 0x706c616974636163ULL   /* "plaitcac" */
     #define PLAIT_MC_SLOTS 128
+    /* Kept blocks of at least this are mappings of their own; smaller ones come from malloc. */
+    #define PLAIT_MC_MAP_MIN ((uint64_t)16 << 20)
+    /* What a block is (the header's `mapped`): malloc's and never kept (below the smallest size
+       kept), a mapping of its own, or malloc's and kept when freed. */
+    #define PLAIT_MC_PLAIN 0
+    #define PLAIT_MC_MAPPED 1
+    #define PLAIT_MC_HEAP 2
 
-    typedef struct { uint64_t tag; uint64_t capacity; uint64_t mapped; } plait_mc_head;
+    /* `origin`: what malloc returned for a PLAIT_MC_HEAP block, which starts at the next 64 bytes. */
+    typedef struct { uint64_t tag; uint64_t capacity; uint64_t mapped; char *origin; } plait_mc_head;
     typedef struct { char *base; uint64_t capacity; uint64_t tick; } plait_mc_slot;
 
     static pthread_mutex_t plait_mc_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -90,7 +102,7 @@ cdef extern from *:
         return (cap + 4095) & ~(uint64_t)4095;
     }
 
-    /* Writes the header; `mapped`: a block of its own mapping (kept when freed), else malloc's. */
+    /* Writes the header; `mapped`: PLAIT_MC_PLAIN, PLAIT_MC_MAPPED or PLAIT_MC_HEAP. */
     static void *plait_mc_finish(char *base, uint64_t capacity, int mapped) {
         plait_mc_head *h = (plait_mc_head *)base;
         h->tag = PLAIT_MC_TAG;
@@ -105,24 +117,45 @@ cdef extern from *:
         return (capacity + PLAIT_MC_HEADER + 4095) & ~(uint64_t)4095;
     }
 
-    static char *plait_mc_map(uint64_t capacity) {
+    /* A new block that may be kept when freed: a mapping of its own from PLAIT_MC_MAP_MIN,
+       malloc's (calloc's when `zeroed`) below, moved up to 64 bytes, as a mapping's data is:
+       malloc aligns to 16, and the kernels' 64-byte loads of data that is not aligned to them
+       straddle two cache lines each. *kind says which. */
+    static char *plait_mc_map(uint64_t capacity, int zeroed, int *kind) {
+        if (capacity < PLAIT_MC_MAP_MIN) {
+            char *origin = (char *)(zeroed ? calloc(1, capacity + PLAIT_MC_HEADER + 63)
+                                           : malloc(capacity + PLAIT_MC_HEADER + 63));
+            char *base;
+            if (!origin) return NULL;
+            base = (char *)(((uintptr_t)origin + 63) & ~(uintptr_t)63);
+            ((plait_mc_head *)base)->origin = origin;
+            *kind = PLAIT_MC_HEAP;
+            return base;
+        }
+        *kind = PLAIT_MC_MAPPED;
     #if defined(__linux__)
-        uint64_t bytes = plait_mc_mapped(capacity);
-        void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) return NULL;
-        return (char *)p;
+        {
+            uint64_t bytes = plait_mc_mapped(capacity);
+            void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (p == MAP_FAILED) return NULL;
+            return (char *)p;
+        }
     #else
         return (char *)calloc(1, capacity + PLAIT_MC_HEADER);
     #endif
     }
 
+    /* Gives a keepable block back (its header says what it is). */
     static void plait_mc_unmap(char *base, uint64_t capacity) {
     #if defined(__linux__)
-        munmap(base, plait_mc_mapped(capacity));
-    #else
-        (void)capacity;
-        free(base);
+        if (((plait_mc_head *)base)->mapped == PLAIT_MC_MAPPED) {
+            munmap(base, plait_mc_mapped(capacity));
+            return;
+        }
     #endif
+        (void)capacity;
+        free(((plait_mc_head *)base)->mapped == PLAIT_MC_HEAP ? ((plait_mc_head *)base)->origin
+                                                             : base);
     }
 
     /* Takes a kept block of `capacity` or up to a quarter more out of the slots: the one freed
@@ -197,36 +230,38 @@ cdef extern from *:
     static void *plait_mc_malloc(void *ctx, size_t size) {
         uint64_t capacity, got = 0;
         char *base;
+        int kind;
         (void)ctx;
         if (size > (SIZE_MAX >> 2)) return NULL;
         if (size < plait_mc_min || plait_mc_limit == 0) {
             base = (char *)malloc(size + PLAIT_MC_HEADER);
-            return base ? plait_mc_finish(base, size, 0) : NULL;
+            return base ? plait_mc_finish(base, size, PLAIT_MC_PLAIN) : NULL;
         }
         capacity = plait_mc_class(size);
         base = plait_mc_take(capacity, &got);
-        if (base) return plait_mc_finish(base, got, 1);
+        if (base) return plait_mc_finish(base, got, (int)((plait_mc_head *)base)->mapped);
         plait_mc_make_room(capacity);
-        base = plait_mc_map(capacity);
+        base = plait_mc_map(capacity, 0, &kind);
         if (!base) plait_mc_forget(capacity);
-        return base ? plait_mc_finish(base, capacity, 1) : NULL;
+        return base ? plait_mc_finish(base, capacity, kind) : NULL;
     }
 
     static void *plait_mc_calloc(void *ctx, size_t nelem, size_t elsize) {
         size_t size;
         char *base;
+        int kind;
         (void)ctx;
         if (elsize && nelem > (SIZE_MAX >> 2) / elsize) return NULL;
         size = nelem * elsize;
         if (size < plait_mc_min || plait_mc_limit == 0) {
             base = (char *)calloc(1, size + PLAIT_MC_HEADER);
-            return base ? plait_mc_finish(base, size, 0) : NULL;
+            return base ? plait_mc_finish(base, size, PLAIT_MC_PLAIN) : NULL;
         }
-        /* A fresh mapping, never a kept block: its zero pages stay unbacked until written. */
+        /* A fresh block, never a kept one: a large one's zero pages stay unbacked until written. */
         plait_mc_make_room(plait_mc_class(size));
-        base = plait_mc_map(plait_mc_class(size));
+        base = plait_mc_map(plait_mc_class(size), 1, &kind);
         if (!base) plait_mc_forget(plait_mc_class(size));
-        return base ? plait_mc_finish(base, plait_mc_class(size), 1) : NULL;
+        return base ? plait_mc_finish(base, plait_mc_class(size), kind) : NULL;
     }
 
     /* Keeps a mapped block whose data starts at ptr, or gives it back. */
@@ -239,7 +274,7 @@ cdef extern from *:
         if (!ptr) return;
         base = (char *)ptr - PLAIT_MC_HEADER;
         capacity = ((plait_mc_head *)base)->capacity;
-        if (!((plait_mc_head *)base)->mapped) {
+        if (((plait_mc_head *)base)->mapped == PLAIT_MC_PLAIN) {
             free(base);
             return;
         }
@@ -276,10 +311,10 @@ cdef extern from *:
         if (new_size > (SIZE_MAX >> 2)) return NULL;
         base = (char *)ptr - PLAIT_MC_HEADER;
         capacity = ((plait_mc_head *)base)->capacity;
-        if (!((plait_mc_head *)base)->mapped) {
+        if (((plait_mc_head *)base)->mapped == PLAIT_MC_PLAIN) {
             if (new_size < plait_mc_min || plait_mc_limit == 0) {
                 grown = (char *)realloc(base, new_size + PLAIT_MC_HEADER);
-                return grown ? plait_mc_finish(grown, new_size, 0) : NULL;
+                return grown ? plait_mc_finish(grown, new_size, PLAIT_MC_PLAIN) : NULL;
             }
         } else if (new_size <= capacity && new_size >= capacity / 2) {
             return ptr;
