@@ -1,6 +1,7 @@
 """Running one of bench/'s in-process scripts for a smoke test (dense_gemm_grid.py,
 lstm_products.py, block_cache.py, maxout_kernels.py): --quick, JSON written; the rows of its
 printed tables."""
+import importlib
 import json
 import subprocess
 import sys
@@ -8,6 +9,15 @@ from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def bench_module(name: str):
+    """Import bench/<name>.py as a module (bench/ is not a package; it imports its siblings)."""
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(REPO / "bench"))
 
 
 def run_quick_grid(script: str, tmp_path: Path, extra: Sequence[str] = ("--repeat", "1")

@@ -1,21 +1,14 @@
 """Smoke test of bench/lstm_products.py: the quick grid times the LSTM kernels' whole-sequence
 products against the BLAS table, prints every shape, the suggested sizes and the installed rule,
 and writes them as JSON. Never checks the speed."""
-import sys
-
 import pytest
-from _grid import REPO, first_column, run_quick_grid
+from _grid import bench_module, first_column, run_quick_grid
 
 from plait.backends import _numpy_lstm
 
 
 def _script_module():
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        import lstm_products
-    finally:
-        sys.path.remove(str(REPO / "bench"))
-    return lstm_products
+    return bench_module("lstm_products")
 
 
 def test_quick_grid_prints_every_shape_and_the_rule(tmp_path):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from _grid import bench_module
 from _markdown import table_after
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,11 +94,7 @@ def test_unknown_model_is_refused():
 
 
 def test_tagger_epochs_cover_the_minimum_updates():
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        from lstm_tagger import epochs_for
-    finally:
-        sys.path.remove(str(REPO / "bench"))
+    epochs_for = bench_module("lstm_tagger").epochs_for
     # 3,941 sentences: 247 updates an epoch at batch 16, 62 at 64, 16 at 256.
     assert epochs_for({"batch": 16, "epochs": 1, "min_updates": 60}, 3941) == 1
     assert epochs_for({"batch": 64, "epochs": 1, "min_updates": 60}, 3941) == 1
@@ -109,12 +106,7 @@ def test_tagger_epochs_cover_the_minimum_updates():
 
 
 def _matrix_module():
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        import matrix
-    finally:
-        sys.path.remove(str(REPO / "bench"))
-    return matrix
+    return bench_module("matrix")
 
 
 def _cell(model, width, setting, params, medians):
