@@ -8,18 +8,19 @@ above 32 MB anew, from pages the kernel zeroes on first touch (15% of such a ste
 blocks of at least `min_bytes` (up to `limit_bytes` in all) and gives them back to the next
 request of the same size class, so those pages are written once, by the array's producer.
 
-Every block carries a 64-byte header (its capacity, whether it is a mapping of its own, and a
-tag) in front of the data, so a free needs nothing from numpy but the pointer. Blocks below
-`min_bytes` go straight to malloc/free. Blocks of at least 16 MiB (PLAIT_MC_MAP_MIN) are
-anonymous mappings of their own, not part of malloc's heap, and get no MADV_HUGEPAGE (numpy's allocator asks for it from 4 MB): with
-huge pages a sparsely written `numpy.zeros` array, a padded batch, has every 2 MB of it zeroed
-(`perf`: a quarter of the tagger's step), with 4 KiB pages only what is written. calloc takes a
-fresh mapping, never a kept block. Kept blocks below 16 MiB come from malloc, as malloc's own
-blocks (a mapping each would spend the process's map count on every live array), their data
-moved up to 64 bytes as a mapping's is, and are kept when freed instead of going back to malloc: a text CNN at width 64 frees and allocates blocks
-of 0.1-1 MB every step, and glibc, trimming the top of its heap and mapping such blocks anew,
-had the kernel zero 20,000 fresh pages an epoch (bench/README.md). All cache operations hold
-one mutex: numpy may free an array's data from any thread.
+Every block carries a 64-byte header (its capacity, what kind of block it is, where malloc's
+block starts, and a tag) in front of the data, so a free needs nothing from numpy but the
+pointer. Blocks below `min_bytes` go straight to malloc/free. Blocks of at least 16 MiB
+(PLAIT_MC_MAP_MIN) are anonymous mappings of their own, not part of malloc's heap, and get no
+MADV_HUGEPAGE (numpy's allocator asks for it from 4 MB): with huge pages a sparsely written
+`numpy.zeros` array, a padded batch, has every 2 MB of it zeroed (`perf`: a quarter of the
+tagger's step), with 4 KiB pages only what is written. calloc takes a fresh block, never a kept
+one. Kept blocks below 16 MiB come from malloc (a mapping each would spend the process's map
+count on every live array), their data moved up to 64 bytes as a mapping's is, and go back into
+the cache when freed instead of to malloc: a text CNN at width 64 frees and allocates blocks of
+0.1-1 MB every step, and glibc, trimming the top of its heap and mapping such blocks anew, had
+the kernel zero 20,000 fresh pages an epoch (bench/README.md). All cache operations hold one
+mutex: numpy may free an array's data from any thread.
 """
 from cpython.pycapsule cimport PyCapsule_New
 from libc.stdint cimport uint64_t
