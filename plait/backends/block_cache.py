@@ -6,14 +6,15 @@ anew and the kernel zeroes each page on first touch, although the producer then 
 whole array: that zeroing was 15% of such a step (`perf`: `clear_page_erms`, under numpy's
 huge-page advice). With the cache, a freed block of at least 64 KiB is kept (up to a limit in
 all, the oldest released first) and serves the next request of its size class, already
-mapped: blocks from 16 MiB are mappings of their own, smaller ones malloc's, kept instead of
-freed. The smaller ones matter where a step churns arrays of 0.1-1 MB: glibc trimmed its heap
-and mapped such blocks anew, 20,000 fresh pages an epoch of the text CNN at width 64, whose
-training ran 16-21% faster with them kept (bench/README.md). Blocks below 64 KiB are left to
-malloc's heap. Before a large request that no kept block serves is mapped,
+mapped: blocks from 16 MiB are mappings of their own, smaller ones malloc's, moved to a 64-byte
+boundary and kept instead of freed. The smaller ones matter where a step churns arrays of 0.1-1
+MB: glibc trimmed its heap and mapped such blocks anew, 20,000 fresh pages an epoch of the text
+CNN at width 64, whose training ran 10-17% faster with them kept (bench/README.md). Blocks below
+64 KiB are left to malloc's heap. Before a request that no kept block serves is allocated,
 the oldest kept blocks are given back until kept and live blocks together are within half again
 the most the live ones have been: with kept blocks only bounded by the limit, a spaCy training
-run peaked at 809 MB against 561 MB without the cache; with this bound, 584 MB.
+run peaked at 809 MB against 561 MB without the cache; with this bound, 584 MB (both measured
+when only blocks from 16 MiB were kept).
 
 * ``PLAIT_BLOCK_CACHE``: ``auto`` (default; 512 MiB or a sixteenth of the machine's memory,
   the smaller), a limit in MiB (``256``), or ``off``/``0`` (numpy's own allocator stays).
@@ -37,7 +38,7 @@ VARIABLE = "PLAIT_BLOCK_CACHE"
 _HANDLER_NAME = "plait_block_cache"
 #: Smallest block kept. Below it malloc's heap reuses memory well; from it up, glibc's trimming
 #: of the heap's top and its mmap threshold (which rises to at most 32 MB) had blocks mapped and
-#: zeroed anew every step (bench/README.md, "Blocks from 64 KiB").
+#: zeroed anew every step (bench/README.md, "... and blocks from 64 KiB").
 MIN_BYTES = 64 << 10
 #: The `auto` limit: at most this, and at most a sixteenth of physical memory. The tagger at
 #: width 512 / batch 256 kept 53 of 64 hits with 256 MiB (bench/README.md).
@@ -126,10 +127,10 @@ def release() -> int:
 
 
 def stats() -> Dict[str, int]:
-    """hits, misses (large requests mapped fresh), kept, released, cached_bytes, cached_blocks,
-    limit_bytes, min_bytes, live_bytes (large blocks in use) and peak_live_bytes (the most they
-    have been since the last release(): kept and live blocks together stay within half again
-    that)."""
+    """hits, misses (requests of at least min_bytes served fresh), kept, released, cached_bytes,
+    cached_blocks, limit_bytes, min_bytes, live_bytes (blocks of at least min_bytes in use) and
+    peak_live_bytes (the most they have been since the last release(): kept and live blocks
+    together stay within half again that)."""
     return {k: int(v) for k, v in _mc.stats().items()}
 
 
