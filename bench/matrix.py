@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import _harness as H
+from mlp import train_flops_per_example
 
 TARGET_MIN = 1.5  # issue 19: every cell >= 1.5x thinc 9.1.1 per CPU-second
 TARGET_MEDIAN = 2.0  # ... and the median >= 2x
@@ -147,8 +148,7 @@ def work_macs(cell: Dict[str, Any]) -> Optional[float]:
     params = result.get("params", {})
     width = int(params.get("width", cell["width"]))
     if cell["model"] == "mlp":
-        dims = [784] + [width] * int(params.get("depth", 2)) + [10]
-        return 3.0 * sum(a * b for a, b in zip(dims[:-1], dims[1:]))
+        return train_flops_per_example(width, int(params.get("depth", 2))) / 2.0
     if cell["model"] == "textcat":
         plait = result.get("medians", {}).get("plait", {})
         if not plait.get("docs") or not plait.get("words"):

@@ -6,6 +6,8 @@ import sys
 
 from _grid import REPO, first_column, run_quick_grid
 
+from plait.backends.block_cache import MIN_BYTES
+
 
 def test_quick_run_compares_the_three_allocators(tmp_path):
     lines, data = run_quick_grid("block_cache.py", tmp_path, extra=())
@@ -14,7 +16,7 @@ def test_quick_run_compares_the_three_allocators(tmp_path):
     assert [r["allocator"] for r in data["rows"]] == names
     assert data["rows"][0]["ratio"] == 1.0
     assert all(r["median_ms"] > 0 for r in data["rows"])
-    assert data["cache"]["limit_bytes"] > 0 and data["cache"]["min_bytes"] == 64 << 10
+    assert data["cache"]["limit_bytes"] > 0 and data["cache"]["min_bytes"] == MIN_BYTES
 
 
 def test_off_is_refused_with_a_reason(tmp_path):
