@@ -14,8 +14,8 @@ CNN at width 64, whose training ran 10-17% faster with them kept (bench/README.m
 the oldest kept blocks are given back until kept and live blocks together are within half again
 the most the live ones have been: with kept blocks only bounded by the limit, a spaCy training
 run peaked at 809 MB against 561 MB without the cache; with this bound, 584 MB (both measured
-when only blocks from 16 MiB were kept). With blocks from 64 KiB the same run peaks at 656-720 MB
-against 567-572 MB without the cache, for no faster training; PLAIT_BLOCK_CACHE=64 keeps nearly
+when only blocks from 16 MiB were kept). With blocks from 64 KiB, bench/spacy_train.py's training
+run (2026-11-28) peaks at 656-720 MB against 567-572 MB without the cache (590 MB from 16 MiB), for no faster training; PLAIT_BLOCK_CACHE=64 keeps nearly
 all of its hits at 597 MB. Neither expiring blocks that 256 later frees have not reused nor a
 64 MiB cap on the malloc blocks alone lowered that peak (bench/README.md).
 
