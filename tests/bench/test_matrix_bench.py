@@ -2,7 +2,7 @@
 writes its JSON, and a second run with --resume-json measures nothing again.
 
 Checks the shape of the output, never the speed (the figures belong in bench/README.md).
-Skipped, like tests/test_bench_smoke.py, where the shared data files are missing.
+Skipped, like tests/bench/test_bench_smoke.py, where the shared data files are missing.
 """
 import json
 import subprocess

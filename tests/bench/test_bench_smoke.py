@@ -4,11 +4,10 @@ Checks the output's shape (columns, a plait row with numbers), never the speed.
 """
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from _grid import REPO, bench_module
 
-REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "bench"
 DATA = REPO.parent / "shared" / "data"
 
@@ -98,11 +97,7 @@ def test_unknown_peer_is_refused():
 
 
 def test_missing_peer_venv_is_skipped_with_a_hint(tmp_path, monkeypatch):
-    sys.path.insert(0, str(BENCH))
-    try:
-        import _harness
-    finally:
-        sys.path.remove(str(BENCH))
+    _harness = bench_module("_harness")
     monkeypatch.setattr(_harness, "VENVS_DIR", tmp_path / "no-venvs")
     fws = {fw.name: fw for fw in _harness.resolve_frameworks("thinc83")}
     assert set(fws) == {"plait", "thinc83"}
@@ -111,11 +106,7 @@ def test_missing_peer_venv_is_skipped_with_a_hint(tmp_path, monkeypatch):
 
 
 def test_median_and_ratio_helpers():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import _harness
-    finally:
-        sys.path.remove(str(BENCH))
+    _harness = bench_module("_harness")
     runs = {"plait": [{"x": 1.0, "v": "a"}, {"x": 5.0, "v": "a"}, {"x": 3.0, "v": "a"},
                       {"error": "boom"}],
             "torch": [{"error": "boom"}]}
