@@ -14,10 +14,11 @@ CNN at width 64, whose training ran 10-17% faster with them kept (bench/README.m
 the oldest kept blocks are given back until kept and live blocks together are within half again
 the most the live ones have been: with kept blocks only bounded by the limit, a spaCy training
 run peaked at 809 MB against 561 MB without the cache; with this bound, 584 MB (both measured
-when only blocks from 16 MiB were kept). With blocks from 64 KiB, bench/spacy_train.py's training
-run (2026-11-28) peaks at 656-720 MB against 567-572 MB without the cache (590 MB from 16 MiB), for no faster training; PLAIT_BLOCK_CACHE=64 keeps nearly
-all of its hits at 597 MB. Neither expiring blocks that 256 later frees have not reused nor a
-64 MiB cap on the malloc blocks alone lowered that peak (bench/README.md).
+when only blocks from 16 MiB were kept). With blocks from 64 KiB, bench/spacy_train.py's
+training run (2026-11-28) peaks at 656-720 MB against 567-572 MB without the cache and 590 MB
+with blocks from 16 MiB only, for no faster training; PLAIT_BLOCK_CACHE=64 keeps nearly all of
+its hits at 597 MB. Giving back blocks not reused within 256 frees, or capping the malloc blocks
+kept at 64 MiB, did not lower that peak (bench/README.md).
 
 * ``PLAIT_BLOCK_CACHE``: ``auto`` (default; 512 MiB or a sixteenth of the machine's memory,
   the smaller), a limit in MiB (``256``), or ``off``/``0`` (numpy's own allocator stays).
