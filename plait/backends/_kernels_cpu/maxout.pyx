@@ -366,8 +366,8 @@ cdef extern from *:
        order. cnt and pos: nL values of scratch each. The counts and sums run piece by piece over
        a row's outputs, on vectors; only the entries are placed one at a time. A function of its
        own so that its few values stay in registers (inlined into the kernel, GCC kept them on
-       the stack: a quarter of the AVX2 dW's time at width 128, a third at width 64). Returns
-       the end of the chunk's entries. */
+       the stack: a quarter of the AVX2 dW's time at width 128, bench/README.md). Returns the
+       end of the chunk's entries. */
     static PLAIT_MX_CLONES __attribute__((noinline)) int32_t plait_mx_dw2_lists(
             const float *restrict dY, const int32_t *restrict which, float *restrict dbp,
             Py_ssize_t c0, Py_ssize_t c1, Py_ssize_t o0, Py_ssize_t o1, Py_ssize_t nO,
@@ -838,7 +838,7 @@ def backprop_maxout_dx(object dY, object which, object W):
         return None
     cdef bint f32 = k == 4, i32 = ik == 4
     cdef const void* pw = _data(which)
-    cdef Py_ssize_t bad
+    cdef bint bad
     with nogil:
         bad = _any_bad(pw, i32, nB * nO, nP)
     if bad:
@@ -986,7 +986,7 @@ def backprop_maxout_dw(object dY, object which, object X, Py_ssize_t nP, bint ch
         return None
     cdef bint f32 = k == 4, i32 = ik == 4
     cdef const void* pw = _data(which)
-    cdef Py_ssize_t bad = 0
+    cdef bint bad = 0
     if check:
         with nogil:
             bad = _any_bad(pw, i32, nB * nO, nP)
