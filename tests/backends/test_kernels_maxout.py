@@ -132,6 +132,24 @@ def test_bad_input_fails_like_the_reference(change, error, match):
         numpy.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("itype", ["int32", "int64"])
+@pytest.mark.parametrize("where", [0, 37, 7 * 11 - 1])  # first, mid-vector, the last (a tail)
+@pytest.mark.parametrize("bad", ["P", "-1", "min", "max"])
+def test_one_winner_out_of_range_anywhere_is_caught(itype, where, bad):
+    # The kernels' range check is an unsigned compare or-ed over a vector loop: a single bad
+    # winner (negative, exactly nP, the integer type's extremes) at any position, including
+    # the scalar tail past the last whole vector, must send the call to the reference path.
+    dY, which, X, W = make(numpy.random.default_rng(5), 7, 11, 3, 6, "float32", itype)
+    info = numpy.iinfo(itype)
+    value = {"P": 3, "-1": -1, "min": info.min, "max": info.max}[bad]
+    assert maxout.backprop_maxout_dx(dY, which, W) is not None
+    which.reshape(-1)[where] = value
+    assert maxout.backprop_maxout_dx(dY, which, W) is None
+    assert maxout.backprop_maxout_dw(dY, which, X, 3) is None
+    with pytest.raises(IndexError, match="out of bounds for maxout with P=3"):
+        NumpyOps().backprop_maxout_affine(dY, which, X, W)
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     nB=st.integers(0, 300),
