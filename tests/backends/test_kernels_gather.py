@@ -225,10 +225,11 @@ def test_scatter_add_large_with_repeats_equals_reference(ref_ops, dtype, O):
             assert_same_bits(ours, expected)
 
 
-@pytest.mark.parametrize("bad", [-5, 4, 10**9])
-def test_scatter_add_bad_index_raises_and_leaves_table_unchanged(ref_ops, numpy_ops, bad):
+@pytest.mark.parametrize("itype", ["i", "q"])
+@pytest.mark.parametrize("bad", [-5, 4, 10**9, -(2**31), 2**31 - 1])
+def test_scatter_add_bad_index_raises_and_leaves_table_unchanged(ref_ops, numpy_ops, bad, itype):
     table = numpy.zeros((4, 3), dtype="f")
-    indices = numpy.asarray([0, 1, bad, 2], dtype="i")
+    indices = numpy.asarray([0, 1, bad, 2], dtype=itype)
     values = numpy.ones((4, 3), dtype="f")
     with pytest.raises(IndexError) as ours:
         numpy_ops.scatter_add(table, indices, values)
@@ -236,6 +237,18 @@ def test_scatter_add_bad_index_raises_and_leaves_table_unchanged(ref_ops, numpy_
     with pytest.raises(IndexError) as theirs:
         ref_ops.scatter_add(table, indices, values)
     assert str(ours.value) == str(theirs.value)
+
+
+@pytest.mark.parametrize("itype", ["i", "q"])
+def test_scatter_add_takes_every_index_of_the_table_negative_ones_too(ref_ops, numpy_ops, itype):
+    # The range check runs over -T..T-1 (the reference wraps negative rows): the ends included.
+    table = numpy.zeros((4, 3), dtype="f")
+    indices = numpy.asarray([-4, -1, 0, 3, 3, -4, 2, 1, -2], dtype=itype)
+    values = numpy.arange(27, dtype="f").reshape((9, 3))
+    want = ref_ops.scatter_add(table.copy(), indices, values)
+    got = table.copy()
+    numpy_ops.scatter_add(got, indices, values)
+    assert_same_bits(got, want)
 
 
 @pytest.mark.parametrize(

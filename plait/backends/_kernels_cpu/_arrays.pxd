@@ -10,6 +10,7 @@
 # memory with another argument (_shares) unless the kernel is written for that very aliasing;
 # otherwise it declines (returns None/False) and the Ops reference computes or raises.
 cimport numpy as cnp
+from libc.stdint cimport uint32_t, uint64_t
 
 
 cdef inline int _float_kind_any(object X, int min_ndim) noexcept:
@@ -129,3 +130,36 @@ cdef inline bint _row_major(cnp.ndarray A, bint trans, bint* stored_trans, Py_ss
         ld[0] = s1 // item
         return 1
     return 0
+
+
+cdef inline bint _any_index_outside(const void* idx, bint i32, Py_ssize_t n, Py_ssize_t lo,
+                                    Py_ssize_t hi) noexcept nogil:
+    """Whether any of the n int32 (i32) or int64 indices at idx lies outside lo..hi-1 (lo < hi).
+
+    Each index is compared as an unsigned offset from lo (a value below lo wraps above the span)
+    and the results are or-ed, so that the compiler makes a vector loop of it: the scalar count
+    it replaces took ~1% of a text CNN step at width 64 (bench/README.md).
+    """
+    cdef Py_ssize_t i
+    cdef uint32_t bad32 = 0, lo32, span32
+    cdef uint64_t bad64 = 0
+    cdef uint64_t lo64 = <uint64_t>lo, span64 = <uint64_t>hi - <uint64_t>lo
+    cdef const uint32_t* w32 = <const uint32_t*>idx
+    cdef const uint64_t* w64 = <const uint64_t*>idx
+    cdef Py_ssize_t half = (<Py_ssize_t>1) << 31
+    if i32:
+        # int32 values lie in -2**31..2**31-1: clip the range to that, then it spans <= 2**32.
+        if lo < -half:
+            lo = -half
+        if hi > half:
+            hi = half
+        if hi - lo >= 2 * half:
+            return False
+        lo32 = <uint32_t>lo
+        span32 = <uint32_t>(hi - lo)
+        for i in range(n):
+            bad32 |= <uint32_t>(w32[i] - lo32) >= span32
+        return bad32 != 0
+    for i in range(n):
+        bad64 |= (w64[i] - lo64) >= span64
+    return bad64 != 0

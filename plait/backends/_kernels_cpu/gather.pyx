@@ -9,7 +9,7 @@ not depend on the thread count or the instruction set. gather_add splits rows be
 for large inputs; scatter_add runs on one thread.
 """
 cimport numpy as cnp
-from ._arrays cimport _shares
+from ._arrays cimport _any_index_outside, _shares
 from cython.parallel cimport prange
 from libc.stdint cimport int32_t, int64_t
 
@@ -211,19 +211,12 @@ def gather_add(object table, object indices):
     return out if n_bad == 0 else None
 
 
-cdef Py_ssize_t _count_bad(const index_t* idx, Py_ssize_t N, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
-    cdef Py_ssize_t i, n_bad = 0
-    for i in range(N):
-        n_bad += (idx[i] < lo) | (idx[i] >= hi)
-    return n_bad
-
-
 cdef bint _scatter_add(
     real_t* table, const index_t* idx, const real_t* values, Py_ssize_t N, Py_ssize_t O, Py_ssize_t nT,
     Py_ssize_t vdiv,
 ) noexcept nogil:
     """Check every index, then add; returns False (nothing written) at an index outside -T..T-1."""
-    if _count_bad(idx, N, -nT, nT):
+    if _any_index_outside(idx, index_t is int32_t, N, -nT, nT):
         return False
     # One thread: the adds wait on memory (random rows); splitting the columns between two
     # threads showed no reliable gain on 2 cores, and a large loss whenever the machine was busy.
