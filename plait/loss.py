@@ -67,6 +67,14 @@ def _check_same_shape(where: str, guesses: Any, truths: Any) -> None:
         )
 
 
+def _outside_unit(values: Any) -> bool:
+    """Whether a numpy array holds a value below 0 or above 1 (NaNs are neither, as with
+    `any(values > 1)`): two reductions without temporaries instead of four passes."""
+    if values.size == 0:
+        return False
+    return bool(numpy.fmin.reduce(values, axis=None) < 0 or numpy.fmax.reduce(values, axis=None) > 1)
+
+
 def _is_int_label(value: Any) -> bool:
     return isinstance(value, (numbers.Integral, numpy.integer))
 
@@ -181,6 +189,13 @@ class CategoricalCrossentropy(Loss):
 
     def convert_truths(self, truths: IntsOrFloatsOrStrs, guesses: Floats2d) -> Tuple[Floats2d, Floats2d]:
         """Targets and a 0/1 mask, both (nB, nO), from truths in any accepted form."""
+        target, mask = self._targets(truths, guesses)
+        if mask is None:
+            mask = get_array_module(guesses).ones(guesses.shape, dtype=guesses.dtype)
+        return target, mask
+
+    def _targets(self, truths: IntsOrFloatsOrStrs, guesses: Floats2d) -> Tuple[Floats2d, Optional[Floats2d]]:
+        """convert_truths' targets and mask, the mask None where it would be all ones."""
         where = "CategoricalCrossentropy"
         _check_guesses(where, guesses)
         xp = get_array_module(guesses)
@@ -190,7 +205,11 @@ class CategoricalCrossentropy(Loss):
                 f"{where}: {len(self.names)} names were given, but the guesses have nO={nO} columns."
             )
         dtype = guesses.dtype
-        mask = xp.ones((nB, nO), dtype=dtype)
+        mask: Optional[Floats2d] = None  # made (all ones) where a row or class is first masked
+
+        def ones() -> Floats2d:
+            return xp.ones((nB, nO), dtype=dtype) if mask is None else mask
+
         negated: List[int] = []
         if isinstance(truths, (list, tuple)):
             if len(truths) != nB:
@@ -200,6 +219,7 @@ class CategoricalCrossentropy(Loss):
             self._check_label_range(labels, nO)
             target = self._one_hot(xp, labels, nO, dtype)
             if missing:
+                mask = ones()
                 mask[xp.asarray(missing)] = 0
         elif hasattr(truths, "ndim") and hasattr(truths, "dtype"):
             if truths.ndim == 1:
@@ -212,6 +232,7 @@ class CategoricalCrossentropy(Loss):
                 labels = truths
                 if _is_int_label(self.missing_value):
                     is_missing = truths == self.missing_value
+                    mask = ones()
                     mask[is_missing] = 0
                     labels = xp.where(is_missing, 0, truths)
                 self._check_label_range(labels, nO)
@@ -227,6 +248,7 @@ class CategoricalCrossentropy(Loss):
                 target = truths
                 if _is_int_label(self.missing_value):
                     # One-hot rows whose hot class is missing_value mark missing labels.
+                    mask = ones()
                     mask[xp.argmax(truths, axis=-1) == self.missing_value] = 0
             else:
                 raise ValueError(
@@ -241,6 +263,7 @@ class CategoricalCrossentropy(Loss):
             rows = xp.asarray(negated)
             cols = labels[rows]
             # Only the negated class is known (to be wrong): target 0 there, the rest masked.
+            mask = ones()
             mask[rows] = 0
             mask[rows, cols] = 1
             target[rows, cols] = 0
@@ -256,13 +279,19 @@ class CategoricalCrossentropy(Loss):
     def get_grad(self, guesses: Floats2d, truths: IntsOrFloatsOrStrs) -> Floats2d:
         """(guesses - target) * mask, divided by nB if normalize.  (nB, nO) -> (nB, nO)"""
         where = "CategoricalCrossentropy"
-        target, mask = self.convert_truths(truths, guesses)
+        if type(self).convert_truths is CategoricalCrossentropy.convert_truths:
+            target, mask = self._targets(truths, guesses)
+        else:  # a subclass's own conversion
+            target, mask = self.convert_truths(truths, guesses)
         xp = get_array_module(guesses)
-        # The four range checks come back to the host in one transfer (one GPU sync, not four).
-        flags = [xp.any(guesses > 1), xp.any(guesses < 0), xp.any(target > 1), xp.any(target < 0)]
-        if xp is not numpy:
-            flags = xp.stack(flags).tolist()
-        bad_guesses, bad_target = bool(flags[0] or flags[1]), bool(flags[2] or flags[3])
+        if xp is numpy:
+            bad_guesses, bad_target = _outside_unit(guesses), _outside_unit(target)
+        else:
+            # The four range checks come back to the host in one transfer (one GPU sync, not four).
+            flags = xp.stack(
+                [xp.any(guesses > 1), xp.any(guesses < 0), xp.any(target > 1), xp.any(target < 0)]
+            ).tolist()
+            bad_guesses, bad_target = bool(flags[0] or flags[1]), bool(flags[2] or flags[3])
         if bad_guesses:
             raise ValueError(
                 f"Cannot calculate {where} loss with guesses outside the [0, 1] interval: they must be "
@@ -273,9 +302,14 @@ class CategoricalCrossentropy(Loss):
                 f"Cannot calculate {where} loss with truth values outside the [0, 1] interval: got values "
                 f"in [{float(target.min())}, {float(target.max())}]."
             )
-        d_guesses = (guesses - target) * mask
+        d_guesses = guesses - target
+        if mask is not None:
+            d_guesses = d_guesses * mask
         if self.normalize:
-            d_guesses = d_guesses / guesses.shape[0]
+            if d_guesses.dtype.kind == "f":
+                d_guesses /= guesses.shape[0]  # a new array either way: the same values in place
+            else:
+                d_guesses = d_guesses / guesses.shape[0]
         return d_guesses
 
     def get_loss(self, guesses: Floats2d, truths: IntsOrFloatsOrStrs) -> float:

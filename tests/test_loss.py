@@ -226,6 +226,69 @@ def test_bad_guesses():
         loss.get_grad([[0.5, 0.5]], [0])
 
 
+@pytest.mark.parametrize("kwargs,truths", [
+    ({}, [0, 1, 2, 3, 0, 1]),
+    ({"label_smoothing": 0.1}, numpy.asarray([0, 1, 2, 3, 0, 1], dtype="int32")),
+    ({"missing_value": -1}, [0, -1, 2, 3, -1, 1]),
+    ({"missing_value": -1}, numpy.asarray([0, -1, 2, 3, -1, 1])),
+    ({"names": NAMES, "missing_value": ""}, ["A", "", "C", "D", "", "A"]),
+    ({"names": NAMES, "neg_prefix": "!"}, ["A", "!B", "C", "!D", "A", "A"]),
+    ({"names": NAMES, "neg_prefix": "!", "missing_value": ""}, ["", "!B", "C", "!D", "", "A"]),
+    ({"missing_value": 2}, numpy.eye(4, dtype="f")[[0, 1, 2, 3, 2, 1]]),
+    ({"normalize": False}, numpy.eye(4, dtype="f")[[0, 1, 2, 3, 2, 1]]),
+])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gradient_is_the_masked_difference_bit_for_bit(kwargs, truths, dtype):
+    # get_grad skips the mask where nothing is masked and divides in place: the values must
+    # be exactly (guesses - target) * mask / nB with convert_truths' (full) target and mask.
+    loss = CategoricalCrossentropy(**kwargs)
+    G = _guesses(numpy.random.default_rng(31), dtype=dtype)
+    target, mask = loss.convert_truths(truths, G)
+    assert mask.shape == G.shape and mask.dtype == G.dtype
+    expected = (G - target) * mask
+    if loss.normalize:
+        expected = expected / G.shape[0]
+    got = loss.get_grad(G, truths)
+    assert got.dtype == expected.dtype
+    numpy.testing.assert_array_equal(got, expected)
+    if "missing_value" not in kwargs and "neg_prefix" not in kwargs:
+        assert (mask == 1).all()  # nothing masked: convert_truths still gives the ones
+
+
+def test_out_of_range_values_are_refused_next_to_nans():
+    # NaN is neither below 0 nor above 1 (as with any(x > 1)), but it must not hide a value
+    # that is, in the guesses or in 2d truths.
+    loss = CategoricalCrossentropy()
+    G = numpy.asarray([[numpy.nan, 1.0], [0.25, 0.75]], dtype="f")
+    assert numpy.isnan(loss.get_grad(G, [1, 0])[0, 0])
+    for bad in (1.5, -0.5, numpy.inf):
+        G_bad = G.copy()
+        G_bad[1, 1] = bad
+        with pytest.raises(ValueError, match=r"guesses outside the \[0, 1\] interval"):
+            loss.get_grad(G_bad, [1, 0])
+        T = numpy.asarray([[numpy.nan, 1.0], [0.0, bad]], dtype="f")
+        with pytest.raises(ValueError, match=r"truth values outside the \[0, 1\] interval"):
+            loss.get_grad(G[[1, 1]], T)
+    # Integer and boolean guesses are numbers too (0 and 1 are in range).
+    numpy.testing.assert_array_equal(
+        loss.get_grad(numpy.asarray([[0, 1], [1, 0]]), [1, 0]), numpy.zeros((2, 2))
+    )
+
+
+def test_a_subclass_conversion_of_the_truths_is_used():
+    class Halved(CategoricalCrossentropy):
+        def convert_truths(self, truths, guesses):
+            target, mask = super().convert_truths(truths, guesses)
+            mask[0] = 0
+            return target * 0.5, mask
+
+    G = _guesses(numpy.random.default_rng(32), nB=3)
+    got = Halved(normalize=False).get_grad(G, [0, 1, 2])
+    expected = G - numpy.eye(4, dtype="f")[[0, 1, 2]] * 0.5
+    expected[0] = 0
+    numpy.testing.assert_allclose(got, expected, rtol=0, atol=0)
+
+
 def test_names_must_match_the_width():
     G = _guesses(numpy.random.default_rng(9), nB=2, nO=3)
     with pytest.raises(ValueError, match="4 names.*nO=3"):
