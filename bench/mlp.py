@@ -45,14 +45,19 @@ def train_flops_per_example(width: int, depth: int, nI: int = 784, nO: int = 10)
     return 3 * 2.0 * macs
 
 
+def build_model(api, p: Dict[str, Any]):
+    """The one model definition plait and thinc share."""
+    layers = [api.Relu(nO=p["width"], dropout=p["dropout"]) for _ in range(p["depth"])]
+    return api.chain(*layers, api.Softmax())
+
+
 def work(framework: str, p: Dict[str, Any]) -> Dict[str, Any]:
     Xtr, ytr, Xte, yte = H.load_mnist(p["n_train"], p["n_test"])
     if framework == "torch":
         return _torch(p, Xtr, ytr, Xte, yte)
     api = H.import_api(framework)
     api.set_current_ops(api.NumpyOps())
-    layers = [api.Relu(nO=p["width"], dropout=p["dropout"]) for _ in range(p["depth"])]
-    model = api.chain(*layers, api.Softmax())
+    model = build_model(api, p)
     Ytr = H.one_hot(ytr, 10)
     model.initialize(X=Xtr[:8], Y=Ytr[:8])
     optimizer = api.Adam(p["learn_rate"], use_averages=False)

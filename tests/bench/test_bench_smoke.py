@@ -22,6 +22,7 @@ SCRIPTS = {
     "ops_micro.py": ["op", "plait us", "agree"],
     "define_by_run.py": ["train img/s", "train img/CPU-s", "predict img/s", "predict img/CPU-s", "peak MB",
                          "accuracy"],
+    "step_phases.py": ["step us", "batch us", "forward us", "loss us", "backward us", "update us"],
 }
 NEEDS = {
     "mlp.py": "mnist.npz",
@@ -30,6 +31,7 @@ NEEDS = {
     "lstm_kernels.py": "turkish_web_treebank.jsonl",
     "ops_micro.py": None,
     "define_by_run.py": "mnist.npz",
+    "step_phases.py": "mnist.npz",
 }
 
 
@@ -88,6 +90,30 @@ def test_quick_run_prints_table(script):
         # --peers none: plait is the only row, so no ratio table follows.
         assert "plait/peer ratios" not in proc.stdout
         assert _row(proc.stdout, "thinc") is None and _row(proc.stdout, "torch") is None
+
+
+@pytest.mark.parametrize("model,need", [("textcat", "rotten_tomatoes.jsonl"),
+                                        ("tagger", "turkish_web_treebank.jsonl")])
+def test_step_phases_times_the_other_models(model, need):
+    if not (DATA / need).exists():
+        pytest.skip(f"needs {DATA / need}")
+    proc = _run("step_phases.py", "--model", model)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    header = _table_header(proc.stdout)
+    row = _row(proc.stdout, "plait")
+    assert f"Step phases, {model}" in proc.stdout and row is not None
+    # The phases add up to the step (each figure rounded to a tenth of a microsecond).
+    phases = [float(row[header.index(f"{p} us")].replace(",", "")) for p in
+              ("batch", "forward", "loss", "backward", "update")]
+    step = float(row[header.index("step us")].replace(",", ""))
+    assert all(x >= 0 for x in phases) and step > 0
+    assert abs(sum(phases) - step) <= 1.0
+
+
+def test_step_phases_refuses_an_unknown_model():
+    proc = _run("step_phases.py", "--model", "resnet")
+    assert proc.returncode != 0
+    assert "--model must be one of mlp, textcat, tagger" in proc.stderr and "'resnet'" in proc.stderr
 
 
 def test_unknown_peer_is_refused():
