@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy
 
@@ -52,7 +52,7 @@ def _setup(api, p: Dict[str, Any]) -> Tuple[Any, Any, int, Callable[[numpy.ndarr
 
         docs, y, _, _ = H.load_rotten_tomatoes(None, 1)
         Y = H.one_hot(y, 2)
-        model = textcat_cnn.build_model(api, dict(p, seed=p.get("seed", 0)))
+        model = textcat_cnn.build_model(api, p)
         model.initialize(X=docs[:8], Y=Y[:8])
         return model, api.CategoricalCrossentropy(), len(docs), lambda idx: ([docs[i] for i in idx], Y[idx])
     if p["model"] == "tagger":
@@ -102,7 +102,7 @@ def work(framework: str, p: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def main(argv: List[str] = None) -> None:
+def main(argv: Optional[List[str]] = None) -> None:
     parsed = H.sized_command_line(argv, __doc__, DEFAULTS, QUICK, work)
     if parsed is None:  # a child: work() ran
         return
