@@ -269,7 +269,7 @@ def test_out_of_range_values_are_refused_next_to_nans():
         T = numpy.asarray([[numpy.nan, 1.0], [0.0, bad]], dtype="f")
         with pytest.raises(ValueError, match=r"truth values outside the \[0, 1\] interval"):
             loss.get_grad(G[[1, 1]], T)
-    # Integer and boolean guesses are numbers too (0 and 1 are in range).
+    # Integer guesses are numbers too (0 and 1 are in range).
     numpy.testing.assert_array_equal(
         loss.get_grad(numpy.asarray([[0, 1], [1, 0]]), [1, 0]), numpy.zeros((2, 2))
     )
