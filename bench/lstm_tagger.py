@@ -44,6 +44,16 @@ def build_model(api, p: Dict[str, Any], n_words: int, n_tags: int):
     )
 
 
+def training_parts(api, p: Dict[str, Any], trX, trY, n_words: int, n_tags: int):
+    """(model initialized, loss, batch(idx) -> (X, Y)) on the training split: what every
+    thinc-face framework trains, here and in step_phases.py."""
+    model = build_model(api, p, n_words, n_tags)
+    trY1 = [H.one_hot(y, n_tags) for y in trY]
+    model.initialize(X=trX[:4], Y=trY1[:4])
+    return (model, api.SequenceCategoricalCrossentropy(),
+            lambda idx: ([trX[i] for i in idx], [trY1[i] for i in idx]))
+
+
 def epochs_for(p: Dict[str, Any], n_train: int) -> int:
     """--epochs, or more where one epoch makes fewer than --min-updates updates."""
     per_epoch = max(1, -(-n_train // p["batch"]))
@@ -58,19 +68,16 @@ def work(framework: str, p: Dict[str, Any]) -> Dict[str, Any]:
         return _torch(p, trX, trY, dvX, dvY, n_words, n_tags)
     api = H.import_api(framework)
     api.set_current_ops(api.NumpyOps())
-    model = build_model(api, p, n_words, n_tags)
-    trY1 = [H.one_hot(y, n_tags) for y in trY]
-    model.initialize(X=trX[:4], Y=trY1[:4])
+    model, loss, batch = training_parts(api, p, trX, trY, n_words, n_tags)
     optimizer = api.Adam(p["learn_rate"], use_averages=False)
-    loss = api.SequenceCategoricalCrossentropy()
     rng = numpy.random.default_rng(p["seed"])
     n_words_seen = 0
     with H.Clock() as train:
         for _ in range(p["epochs"]):
             for idx in H.batches(len(trX), p["batch"], rng):
-                X = [trX[i] for i in idx]
+                X, Y = batch(idx)
                 Yh, backprop = model.begin_update(X)
-                backprop(loss.get_grad(Yh, [trY1[i] for i in idx]))
+                backprop(loss.get_grad(Yh, Y))
                 model.finish_update(optimizer)
                 n_words_seen += sum(len(x) for x in X)
     correct = total = 0

@@ -51,24 +51,31 @@ def build_model(api, p: Dict[str, Any]):
     return api.chain(*layers, api.Softmax())
 
 
+def training_parts(api, p: Dict[str, Any], Xtr, ytr):
+    """(model initialized, loss, batch(idx) -> (X, Y)) on the training split: what every
+    thinc-face framework trains, here and in step_phases.py."""
+    model = build_model(api, p)
+    Ytr = H.one_hot(ytr, 10)
+    model.initialize(X=Xtr[:8], Y=Ytr[:8])
+    return model, api.CategoricalCrossentropy(), lambda idx: (Xtr[idx], Ytr[idx])
+
+
 def work(framework: str, p: Dict[str, Any]) -> Dict[str, Any]:
     Xtr, ytr, Xte, yte = H.load_mnist(p["n_train"], p["n_test"])
     if framework == "torch":
         return _torch(p, Xtr, ytr, Xte, yte)
     api = H.import_api(framework)
     api.set_current_ops(api.NumpyOps())
-    model = build_model(api, p)
-    Ytr = H.one_hot(ytr, 10)
-    model.initialize(X=Xtr[:8], Y=Ytr[:8])
+    model, loss, batch = training_parts(api, p, Xtr, ytr)
     optimizer = api.Adam(p["learn_rate"], use_averages=False)
-    loss = api.CategoricalCrossentropy()
     rng = numpy.random.default_rng(p["seed"])
     n_seen = 0
     with H.Clock() as train:
         for _ in range(p["epochs"]):
             for idx in H.batches(len(Xtr), p["batch"], rng):
-                Yh, backprop = model.begin_update(Xtr[idx])
-                backprop(loss.get_grad(Yh, Ytr[idx]))
+                X, Y = batch(idx)
+                Yh, backprop = model.begin_update(X)
+                backprop(loss.get_grad(Yh, Y))
                 model.finish_update(optimizer)
                 n_seen += len(idx)
     correct = 0

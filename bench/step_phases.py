@@ -38,32 +38,26 @@ COLUMNS = [H.Column("step_us", "step us", "{:,.0f}", higher_is_better=False)] + 
 
 
 def _setup(api, p: Dict[str, Any]) -> Tuple[Any, Any, int, Callable[[numpy.ndarray], Tuple[Any, Any]]]:
-    """(model, loss, number of training examples, batch(idx) -> (X, Y)) for p["model"]."""
+    """(model, loss, number of training examples, batch(idx) -> (X, Y)) for p["model"], from
+    that model script's own training_parts() on its whole training split."""
     if p["model"] == "mlp":
         import mlp
 
         Xtr, ytr, _, _ = H.load_mnist(20000, 1)
-        Ytr = H.one_hot(ytr, 10)
-        model = mlp.build_model(api, p)
-        model.initialize(X=Xtr[:8], Y=Ytr[:8])
-        return model, api.CategoricalCrossentropy(), len(Xtr), lambda idx: (Xtr[idx], Ytr[idx])
+        model, loss, batch = mlp.training_parts(api, p, Xtr, ytr)
+        return model, loss, len(Xtr), batch
     if p["model"] == "textcat":
         import textcat_cnn
 
         docs, y, _, _ = H.load_rotten_tomatoes(None, 1)
-        Y = H.one_hot(y, 2)
-        model = textcat_cnn.build_model(api, p)
-        model.initialize(X=docs[:8], Y=Y[:8])
-        return model, api.CategoricalCrossentropy(), len(docs), lambda idx: ([docs[i] for i in idx], Y[idx])
+        model, loss, batch = textcat_cnn.training_parts(api, p, docs, y)
+        return model, loss, len(docs), batch
     if p["model"] == "tagger":
         import lstm_tagger
 
         trX, trY, _, _, n_words, n_tags = H.load_turkish_tagging(None, 1)
-        trY1 = [H.one_hot(t, n_tags) for t in trY]
-        model = lstm_tagger.build_model(api, p, n_words, n_tags)
-        model.initialize(X=trX[:4], Y=trY1[:4])
-        return (model, api.SequenceCategoricalCrossentropy(), len(trX),
-                lambda idx: ([trX[i] for i in idx], [trY1[i] for i in idx]))
+        model, loss, batch = lstm_tagger.training_parts(api, p, trX, trY, n_words, n_tags)
+        return model, loss, len(trX), batch
     raise ValueError(f"bench/step_phases.py: --model must be one of {', '.join(MODELS)}, got {p['model']!r}.")
 
 

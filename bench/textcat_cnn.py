@@ -44,6 +44,15 @@ def build_model(api, p: Dict[str, Any]):
     )
 
 
+def training_parts(api, p: Dict[str, Any], tr_docs, tr_y):
+    """(model initialized, loss, batch(idx) -> (X, Y)) on the training split: what every
+    thinc-face framework trains, here and in step_phases.py."""
+    model = build_model(api, p)
+    Ytr = H.one_hot(tr_y, 2)
+    model.initialize(X=tr_docs[:8], Y=Ytr[:8])
+    return model, api.CategoricalCrossentropy(), lambda idx: ([tr_docs[i] for i in idx], Ytr[idx])
+
+
 def work(framework: str, p: Dict[str, Any]) -> Dict[str, Any]:
     tr_docs, tr_y, dv_docs, dv_y = H.load_rotten_tomatoes(p["max_train"] or None,
                                                           p["max_eval"] or None)
@@ -51,19 +60,16 @@ def work(framework: str, p: Dict[str, Any]) -> Dict[str, Any]:
         return _torch(p, tr_docs, tr_y, dv_docs, dv_y)
     api = H.import_api(framework)
     api.set_current_ops(api.NumpyOps())
-    model = build_model(api, p)
-    Ytr = H.one_hot(tr_y, 2)
-    model.initialize(X=tr_docs[:8], Y=Ytr[:8])
+    model, loss, batch = training_parts(api, p, tr_docs, tr_y)
     optimizer = api.Adam(p["learn_rate"], use_averages=False)
-    loss = api.CategoricalCrossentropy()
     rng = numpy.random.default_rng(p["seed"])
     n_docs = n_words = 0
     with H.Clock() as train:
         for _ in range(p["epochs"]):
             for idx in H.batches(len(tr_docs), p["batch"], rng):
-                X = [tr_docs[i] for i in idx]
+                X, Y = batch(idx)
                 Yh, backprop = model.begin_update(X)
-                backprop(loss.get_grad(Yh, Ytr[idx]))
+                backprop(loss.get_grad(Yh, Y))
                 model.finish_update(optimizer)
                 n_docs += len(X)
                 n_words += sum(len(x) for x in X)
