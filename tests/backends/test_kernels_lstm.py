@@ -164,6 +164,55 @@ def test_lstm_matches_reference_with_long_step_products(ref_ops, dtype):
     check_against_reference(ref_ops, *args, dtype)
 
 
+def _zero_hiddens(C0, which):
+    """C0 (Thinc's third argument: the initial hiddens) with the (layer, direction) pairs in
+    `which` set to zeros, as the LSTM layer's untrained initial state is."""
+    C0 = C0.copy()
+    for layer, direction in which:
+        C0[layer, direction] = 0
+    return C0
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("depth,dirs,nO,nI,sizes", CONFIGS)
+def test_lstm_with_zero_initial_hiddens_matches_reference(ref_ops, dtype, depth, dirs, nO, nI, sizes):
+    # The rows that read the initial hidden state skip their share of the step products and,
+    # where it is zeros, of dWh: all pairs zero, and only the first one zero.
+    params, H0, C0, X, sizes, dY = make_case(21, depth, dirs, nO, nI, sizes, dtype)
+    pairs = [(i, d) for i in range(depth) for d in range(dirs)]
+    for zeroed in (pairs, pairs[:1]):
+        check_against_reference(ref_ops, params, H0, _zero_hiddens(C0, zeroed), X, sizes, dY, dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_lstm_nan_and_inf_reach_the_same_results_with_zero_initial_hiddens(ref_ops, dtype):
+    # Zero initial hiddens times an inf recurrent weight is NaN, and a NaN gradient at the
+    # first step times those zeros is NaN in dWh: skipping those rows' products must not
+    # lose either. Where the reference has NaN, so must the kernels, and nowhere else.
+    depth, dirs, nO, nI = 1, 2, 4, 3
+    params, H0, C0, X, sizes, dY = make_case(22, depth, dirs, nO, nI, [3, 3, 2, 1], dtype)
+    C0 = _zero_hiddens(C0, [(0, 0), (0, 1)])
+    ops = NumpyOps()
+    Wh_start = 4 * nO * nI + 4 * nO  # direction 0: Wx, bx, then Wh (4nO, nO)
+    with_inf = params.copy()
+    with_inf[Wh_start + 5] = numpy.inf
+    Y_ref = ref_ops.lstm_forward_inference(with_inf, H0, C0, X, sizes)
+    Y = ops.lstm_forward_inference(with_inf, H0, C0, X, sizes)
+    assert numpy.isnan(Y_ref).any()
+    numpy.testing.assert_array_equal(numpy.isnan(Y), numpy.isnan(Y_ref))
+    dY_nan = dY.copy()
+    dY_nan[0, 1] = numpy.nan  # a row of the first step, direction 0
+    _, state_ref = ref_ops.lstm_forward_training(params, H0, C0, X, sizes)
+    _, state = ops.lstm_forward_training(params, H0, C0, X, sizes)
+    _, dp_ref = ref_ops.backprop_lstm(dY_nan, sizes, params, state_ref)
+    _, dp = ops.backprop_lstm(dY_nan, sizes, params, state)
+    dWh = slice(Wh_start, Wh_start + 4 * nO * nO)
+    assert numpy.isnan(dp_ref[dWh]).any()
+    numpy.testing.assert_array_equal(numpy.isnan(dp), numpy.isnan(dp_ref))
+    finite = numpy.isfinite(dp_ref)
+    numpy.testing.assert_allclose(dp[finite], dp_ref[finite], **TOL[dtype])
+
+
 @given(
     lengths=st.lists(st.integers(min_value=1, max_value=6), min_size=1, max_size=7),
     depth=st.integers(min_value=1, max_value=3),

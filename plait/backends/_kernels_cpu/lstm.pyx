@@ -608,8 +608,8 @@ cdef void _interleave_rows(const floating* W, floating* WI, int nO, int ncol) no
 
 cdef int64_t _fwd_work(int nI_l, int nO, int nB) noexcept nogil:
     """Work values for one direction of a forward layer: WxT and WhT in panels, the bias,
-    and the carried hiddens and cells."""
-    return _panel_cols(4 * nO) * (nI_l + nO) + 4 * nO + 2 * <int64_t>nB * nO
+    the carried hiddens and cells, and the initial hidden state's recurrent product."""
+    return _panel_cols(4 * nO) * (nI_l + nO) + 8 * nO + 2 * <int64_t>nB * nO
 
 
 cdef int64_t _bwd_work(int N, int nO, int nB) noexcept nogil:
@@ -655,7 +655,8 @@ cdef void _fwd_direction(
     blas_min: the input projection through the BLAS if it is that big (see _to_blas).
     """
     cdef int four = 4 * nO
-    cdef int k, j, u, g, b
+    cdef int k, j, u, g, b, live, q
+    cdef int hrow_state = 0
     cdef int64_t t, s
     cdef const floating* bx = W + <int64_t>four * nI_l
     cdef const floating* Wh = bx + four
@@ -665,6 +666,7 @@ cdef void _fwd_direction(
     cdef floating* bias = WhT + _panel_cols(four) * nO
     cdef floating* hcar = bias + four
     cdef floating* ccar = hcar + <int64_t>nB * nO
+    cdef floating* hrow = ccar + <int64_t>nB * nO  # h_init @ WhT (4nO), made when first needed
     _interleave_transpose(Wh, WhT, nO, nO)
     for u in range(nO):
         for g in range(4):
@@ -690,7 +692,25 @@ cdef void _fwd_direction(
         t = (n_steps - 1 - k) if reverse else k
         b = <int>sizes[t]
         s = starts[t]
-        _gemm(False, b, four, nO, hcar, nO, WhT, 0, nO, &G[s * four], four, True, NULL)
+        # Rows from `live` on still carry the initial state (all of them at the first step;
+        # right to left, the sentences that start here): their recurrent term is one row,
+        # h_init @ WhT, made once and added (nothing to add where it is all zeros, as it is
+        # for the layer's zero initial state; a NaN or inf it makes is added like any value).
+        live = 0 if k == 0 else min(b, <int>sizes[(n_steps - k) if reverse else (k - 1)])
+        if live > 0:
+            _gemm(False, live, four, nO, hcar, nO, WhT, 0, nO, &G[s * four], four, True, NULL)
+        if live < b:
+            if hrow_state == 0:
+                _gemm(False, 1, four, nO, h_init, nO, WhT, 0, nO, hrow, four, False, NULL)
+                hrow_state = 1
+                for q in range(four):
+                    if hrow[q] != 0:
+                        hrow_state = 2
+                        break
+            if hrow_state == 2:
+                for j in range(live, b):
+                    for q in range(four):
+                        G[(s + j) * four + q] += hrow[q]
         for j in range(b):
             _fwd_row(&G[(s + j) * four], bias, &hcar[<int64_t>j * nO], &ccar[<int64_t>j * nO], nO)
         memcpy(&Y[s * nO], hcar, <int64_t>b * nO * sizeof(floating))
@@ -767,6 +787,21 @@ cdef inline void _bwd_row(
             dc_carry[u] = dc * f
 
 
+cdef int64_t _zero_rows_prefix(const floating* h_init, int nO, const floating* dG, int64_t n) noexcept nogil:
+    """The rows (of 4nO gate gradients, n values in all) that dWh = dG.T @ Hprev may skip at its
+    start because their Hprev row is h_init and h_init is all zeros: n / 4nO, or 0 where h_init
+    has a nonzero value or those gradients a NaN or inf."""
+    cdef int u
+    cdef int64_t i
+    for u in range(nO):
+        if h_init[u] != 0:
+            return 0
+    for i in range(n):
+        if dG[i] - dG[i] != 0:  # NaN or inf
+            return 0
+    return n // (4 * nO)
+
+
 cdef void _bwd_direction(
     int N, int nO, int nB, int nI_l, int n_steps, bint reverse,
     const int64_t* sizes, const int64_t* starts,
@@ -784,7 +819,7 @@ cdef void _bwd_direction(
     """
     cdef int four = 4 * nO
     cdef int k, j, b, bp, q
-    cdef int64_t t, p, s, r
+    cdef int64_t t, p, s, r, k0
     cdef const floating* Wh = W + <int64_t>four * (nI_l + 1)
     cdef floating* dbx = dW + <int64_t>four * nI_l
     cdef floating* dWh = dbx + four
@@ -814,7 +849,10 @@ cdef void _bwd_direction(
             _bwd_row(&G[(s + j) * four], &C[(s + j) * nO],
                      (&C[(starts[p] + j) * nO]) if j < bp else c_init, &dH[(s + j) * ldh],
                      &dh_carry[<int64_t>j * nO], &dc_carry[<int64_t>j * nO], &dG[(s + j) * four], tc_buf, nO)
-        _gemm(False, b, nO, four, &dG[s * four], four, WhP, 0, four, dh_carry, nO, False, NULL)
+        # The hidden gradient only for the rows whose previous step exists: the others read
+        # the initial state, which is not trained, and no later step reads their rows.
+        if min(b, bp) > 0:
+            _gemm(False, min(b, bp), nO, four, &dG[s * four], four, WhP, 0, four, dh_carry, nO, False, NULL)
     # The bias gradient is summed in double, row after row: exact enough, and fixed order.
     for q in range(four):
         acc[q] = 0
@@ -827,7 +865,15 @@ cdef void _bwd_direction(
     _whole(blas_min, True, four, w0, N, dG, four, inp0, ld0, dW, nI_l, False, scratch)
     if inp1 != NULL:
         _whole(blas_min, True, four, nI_l - w0, N, dG, four, inp1, ld1, dW + w0, nI_l, False, scratch)
-    _whole(blas_min, True, four, nO, N, dG, four, Hprev, nO, dWh, nO, False, scratch)
+    # Left to right, the first step's rows (0 .. sizes[0]-1) all read h_init: where it is all
+    # zeros, their part of dWh is zeros too, and the product skips them (unless a gradient
+    # there is NaN or inf, which must reach dWh as it would through the product).
+    k0 = 0 if reverse else _zero_rows_prefix(h_init, nO, dG, <int64_t>sizes[0] * four)
+    if k0 < N:
+        _whole(blas_min, True, four, nO, <int>(N - k0), dG + k0 * four, four, Hprev + k0 * nO, nO, dWh, nO,
+               False, scratch)
+    else:
+        memset(dWh, 0, <int64_t>four * nO * sizeof(floating))
     _whole(blas_min, False, N, nI_l, four, dG, four, W, nI_l, dXin, nI_l, accumulate, NULL)
 
 
