@@ -174,14 +174,37 @@ def _zero_hiddens(C0, which):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("depth,dirs,nO,nI,sizes", CONFIGS)
+@pytest.mark.parametrize("depth,dirs,nO,nI,sizes", CONFIGS + [(2, 2, 3, 4, [5]), (1, 1, 6, 2, [2])])
 def test_lstm_with_zero_initial_hiddens_matches_reference(ref_ops, dtype, depth, dirs, nO, nI, sizes):
     # The rows that read the initial hidden state skip their share of the step products and,
-    # where it is zeros, of dWh: all pairs zero, and only the first one zero.
+    # where it is zeros, of dWh (with one step only, all of it): all pairs zero, and only the
+    # first one zero.
     params, H0, C0, X, sizes, dY = make_case(21, depth, dirs, nO, nI, sizes, dtype)
     pairs = [(i, d) for i in range(depth) for d in range(dirs)]
     for zeroed in (pairs, pairs[:1]):
         check_against_reference(ref_ops, params, H0, _zero_hiddens(C0, zeroed), X, sizes, dY, dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("zero_hiddens", [False, True])
+def test_lstm_bias_gradients_are_the_gate_gradients_column_sums(ref_ops, dtype, zero_hiddens):
+    # bx and bh get the same gradient (the weight-gradient product's column of ones), in
+    # every layer and direction, equal to the reference's within float tolerance.
+    depth, dirs, nO, nI = 2, 2, 5, 3
+    params, H0, C0, X, sizes, dY = make_case(23, depth, dirs, nO, nI, [4, 3, 3, 1], dtype)
+    if zero_hiddens:
+        C0 = numpy.zeros_like(C0)
+    _, _, _, dp = check_against_reference(ref_ops, params, H0, C0, X, sizes, dY, dtype)
+    offset = 0
+    for layer in range(depth):
+        nI_layer = nI if layer == 0 else dirs * nO
+        for _ in range(dirs):
+            bx = offset + 4 * nO * nI_layer
+            bh = bx + 4 * nO + 4 * nO * nO
+            assert_same(dp[bx:bx + 4 * nO], dp[bh:bh + 4 * nO])
+            assert numpy.abs(dp[bx:bx + 4 * nO]).max() > 0
+            offset = bh + 4 * nO
+    assert offset == dp.shape[0]
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
