@@ -110,10 +110,34 @@ def test_step_phases_times_the_other_models(model, need):
     assert abs(sum(phases) - step) <= 1.0
 
 
+def test_step_phases_times_the_ops_methods():
+    if not (DATA / "mnist.npz").exists():
+        pytest.skip(f"needs {DATA / 'mnist.npz'}")
+    proc = _run("step_phases.py", "--ops", "4")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    step = float(_row(proc.stdout, "plait")[_table_header(proc.stdout).index("step us")].replace(",", ""))
+    ops_part = proc.stdout[proc.stdout.index("Ops methods, exclusive CPU microseconds"):]
+    assert _table_header(ops_part) == ["Ops method", "plait us", "plait calls"]
+    rows = [line for line in ops_part.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert 1 <= len(rows) <= 4
+    # The MLP's three layers: gemm forward and for dX (its private _gemm counted in it).
+    gemm = _row(ops_part, "gemm")
+    assert gemm is not None and float(gemm[2]) == 6.0
+    assert _row(ops_part, "_gemm ") is None
+    total = sum(float(line.split("|")[2].replace(",", "")) for line in rows)
+    assert 0 < total <= step
+
+
 def test_step_phases_refuses_an_unknown_model():
     proc = _run("step_phases.py", "--model", "resnet")
     assert proc.returncode != 0
     assert "--model must be one of mlp, textcat, tagger" in proc.stderr and "'resnet'" in proc.stderr
+
+
+def test_step_phases_refuses_a_negative_ops_count():
+    proc = _run("step_phases.py", "--ops", "-1")
+    assert proc.returncode != 0
+    assert "--ops must be 0 (off) or how many Ops methods to show, got -1" in proc.stderr
 
 
 def test_unknown_peer_is_refused():
