@@ -13,7 +13,10 @@ loads), single-threaded, over the products the benchmarked models make:
   script was started with;
 * where the CPU has AVX-512, plait's own products (_kernels_cpu/dense_gemm.pyx) for every shape
   (`PLAIT_BLAS=plait`; `auto` takes them below 2**28 multiply-adds on the processors of
-  `_blas.OWN_KERNEL_CPUS`).
+  `_blas.OWN_KERNEL_CPUS`);
+* where bench/setup_peers.sh made the thinc91 venv, BLIS as thinc 9.1 calls it (the `blis`
+  package's `blis.py.gemm`, with its own kernel choice or the one BLIS_ARCH_TYPE forces): the
+  peer's BLAS, measured as one more well-kept library, not one plait loads.
 
 Rounds alternate the candidates; the table shows each product's median GFLOP per CPU-second
 (process time, steadier than wall time on a shared machine) and marks the best. The last lines
@@ -50,6 +53,8 @@ SHAPES: List[Tuple[str, int, int, int, bool]] = [
     ("square 1024^3", 1024, 1024, 1024, False),
 ]
 PINS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+#: A candidate's environment key naming another Python to run it in (BLIS: the thinc91 venv's).
+PYTHON = "python executable"
 
 
 def candidates(has_avx512: bool) -> List[Tuple[str, Dict[str, Optional[str]]]]:
@@ -64,6 +69,10 @@ def candidates(has_avx512: bool) -> List[Tuple[str, Dict[str, Optional[str]]]]:
     found += [
         ("private, own choice", dict(unpinned, PLAIT_BLAS="openblas")),
         ("private, Haswell", dict(unpinned, PLAIT_BLAS="openblas", OPENBLAS_CORETYPE="Haswell")),
+    ]
+    if H._peer_python("thinc91").exists():
+        found.append(("BLIS, thinc91's", {PYTHON: str(H._peer_python("thinc91"))}))
+    found += [
         ("plait auto, this environment", {}),
     ]
     if has_avx512:
@@ -72,29 +81,46 @@ def candidates(has_avx512: bool) -> List[Tuple[str, Dict[str, Optional[str]]]]:
     return found
 
 
-def measure(repeat: int) -> Dict[str, Any]:
-    """In a child: best-of-`repeat` GFLOP per CPU-second of each product, through NumpyOps.gemm."""
+def _rates(gemm: Any, repeat: int) -> Dict[str, float]:
+    """Best-of-`repeat` GFLOP per CPU-second of each product through gemm(A, B, trans2, out)."""
     import numpy
 
-    from plait.backends import NumpyOps, _blas
-
-    ops = NumpyOps()
     rng = numpy.random.default_rng(0)
-    result: Dict[str, Any] = {"shapes": {}}
+    rates: Dict[str, float] = {}
     for name, M, K, N, trans in SHAPES:
         A = rng.standard_normal((M, K), dtype="float32")
         B = rng.standard_normal((N, K) if trans else (K, N), dtype="float32")
         out = numpy.empty((M, N), "float32")
         flops = 2.0 * M * N * K
-        ops.gemm(A, B, trans2=trans, out=out)  # loads the private BLAS where it is chosen
+        gemm(A, B, trans, out)  # loads the private BLAS where it is chosen
         calls = max(1, int(1e9 / flops))  # about 5-10 ms per timing
         best = 0.0
         for _ in range(repeat):
             c0 = time.process_time()
             for _ in range(calls):
-                ops.gemm(A, B, trans2=trans, out=out)
+                gemm(A, B, trans, out)
             best = max(best, flops * calls / max(time.process_time() - c0, 1e-9) / 1e9)
-        result["shapes"][name] = best
+        rates[name] = best
+    return rates
+
+
+def measure_blis(repeat: int) -> Dict[str, Any]:
+    """In a child of a Python with the `blis` package (thinc's): the products through BLIS."""
+    from blis.py import gemm
+
+    arch = os.environ.get("BLIS_ARCH_TYPE")
+    return {"shapes": _rates(lambda A, B, trans, out: gemm(A, B, trans2=trans, out=out), repeat),
+            "kernels": f"BLIS_ARCH_TYPE={arch}" if arch else "its own choice",
+            "library": "BLIS (blis.py.gemm)", "reason": "the peer's BLAS"}
+
+
+def measure(repeat: int) -> Dict[str, Any]:
+    """In a child: best-of-`repeat` GFLOP per CPU-second of each product, through NumpyOps.gemm."""
+    from plait.backends import NumpyOps, _blas
+
+    ops = NumpyOps()
+    result: Dict[str, Any] = {"shapes": _rates(lambda A, B, trans, out: ops.gemm(A, B, trans2=trans, out=out),
+                                               repeat)}
     info = _blas.info()
     kernels = info.get("corename")
     if not info.get("library"):
@@ -112,14 +138,18 @@ def measure(repeat: int) -> Dict[str, Any]:
 
 def run_candidate(changes: Dict[str, Optional[str]], repeat: int, timeout: float) -> Dict[str, Any]:
     env = H._child_env(1)
+    python = changes.get(PYTHON) or sys.executable
     for key, value in changes.items():
+        if key == PYTHON:
+            continue
         if value is None:
             env.pop(key, None)
         else:
             env[key] = value
+    how = "measure_blis" if PYTHON in changes else "measure"
     code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import blas_choice; "
-            f"print(json.dumps(blas_choice.measure({int(repeat)})))")
-    proc = subprocess.run([sys.executable, "-c", code, str(BENCH_DIR)], capture_output=True, text=True,
+            f"print(json.dumps(blas_choice.{how}({int(repeat)})))")
+    proc = subprocess.run([python, "-c", code, str(BENCH_DIR)], capture_output=True, text=True,
                           env=env, cwd=str(REPO_DIR), timeout=timeout)
     if proc.returncode != 0:
         return {"error": proc.stderr.strip()[-1500:]}

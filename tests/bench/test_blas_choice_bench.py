@@ -25,6 +25,9 @@ def test_blas_choice_prints_a_table_and_the_auto_choice(tmp_path):
     columns = [c.strip() for c in header.strip("|").split("|")]
     assert columns[1].startswith("numpy, own choice [")
     assert any(c.startswith("plait auto, this environment [") for c in columns)
+    # BLIS, the peer's BLAS, is a candidate where the thinc91 venv is there (bench/setup_peers.sh).
+    has_peer = (REPO / "bench" / ".venvs" / "thinc91" / "bin" / "python").exists()
+    assert any(c.startswith("BLIS, thinc91's [") for c in columns) == has_peer
     # plait's own products are a candidate where the CPU has AVX-512 (the last column).
     assert columns[-1].startswith(("plait auto, this environment [", "plait's own kernels ["))
     rows = [line for line in lines if line.startswith("| ") and not line.startswith("| product")]
