@@ -19,8 +19,9 @@ of the Ops methods it calls (a private one counts as part of the method that cal
 under its own name where a layer calls it), and prints
 the N that take the most time in any framework: microseconds and calls a step in each, and
 peer / plait. What no Ops method covers (the layers' own Python, the optimizer where it does
-not go through Ops) is the step's time less their sum. The timers cost each call about a
-microsecond, which the phase figures of such a run then include.
+not go through Ops) is the step's time less their sum. The timers cost about 2 µs a call (two
+reads of the CPU clock; Zen 4, Python 3.11), and a method that calls others pays it for each:
+the phase figures of such a run include that, so compare phases with runs without --ops.
 """
 
 from __future__ import annotations
@@ -90,7 +91,6 @@ class OpTimers:
 
     def _timed(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
         clock, stack = time.process_time, self._stack
-
         private = name.startswith("_")
 
         def timed(*args: Any, **kwargs: Any) -> Any:
