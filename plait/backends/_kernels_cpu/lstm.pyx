@@ -163,9 +163,11 @@ cdef extern from *:
        overwritten with the new one. */
     PLAIT_CLONES static void plait_lstm_fwd_row_f(float* g, const float* bias, float* h, float* c, int nO) {
         const plait_vf k = {1.0f, 1.0f, 1.0f, 2.0f, 1.0f, 1.0f, 1.0f, 2.0f};
-        int u;
+        /* 64-bit indices: with int ones and -fwrapv (how Python extensions build) GCC left
+           these loops scalar, 4u's possible wrap-around in its way. */
+        int64_t u, n = nO;
         plait_act_f(g, g, bias, 4 * nO, k);
-        for (u = 0; u < nO; u++) {
+        for (u = 0; u < n; u++) {
             c[u] = g[4 * u] * c[u] + g[4 * u + 1] * g[4 * u + 3];
             h[u] = g[4 * u + 2];
         }
@@ -180,10 +182,14 @@ cdef extern from *:
                                      const float* restrict c_prev, const float* restrict dH,
                                      const float* restrict dh_carry, float* restrict dc_carry,
                                      float* restrict dG, float* restrict tc, int nO) {
-        int u;
+        int64_t u, n = nO;
         float f, i, o, cand, t, dh, dc;
+        float* restrict dGf = dG;
+        float* restrict dGi = dG + n;
+        float* restrict dGo = dG + 2 * n;
+        float* restrict dGc = dG + 3 * n;
         plait_tanh_f(tc, c, nO, 0);
-        for (u = 0; u < nO; u++) {
+        for (u = 0; u < n; u++) {
             f = g[4 * u];
             i = g[4 * u + 1];
             o = g[4 * u + 2];
@@ -191,10 +197,10 @@ cdef extern from *:
             t = tc[u];
             dh = dH[u] + dh_carry[u];
             dc = dc_carry[u] + dh * o * (1.0f - t * t);
-            dG[u] = dc * c_prev[u] * f * (1.0f - f);
-            dG[nO + u] = dc * cand * i * (1.0f - i);
-            dG[2 * nO + u] = dh * t * o * (1.0f - o);
-            dG[3 * nO + u] = dc * i * (1.0f - cand * cand);
+            dGf[u] = dc * c_prev[u] * f * (1.0f - f);
+            dGi[u] = dc * cand * i * (1.0f - i);
+            dGo[u] = dh * t * o * (1.0f - o);
+            dGc[u] = dc * i * (1.0f - cand * cand);
             dc_carry[u] = dc * f;
         }
     }
