@@ -318,7 +318,14 @@ cdef extern from *:
        PLAIT_MX_LIST_BYTES; each chunk's lists are made once per group) adds into the same
        pass of dW. Taking each chunk across all columns at once instead read and wrote all of
        dW per chunk: at width 512 (nO 512, nI 1536, dW 9 MiB) that went to L3 30 times a batch
-       and the kernel ran at 34 GFLOP/s of the AVX2 core's 85.
+       and the kernel ran at 34 GFLOP/s of the AVX2 core's 85. When a pass holds fewer columns
+       than a row, its sums go to a buffer of their own, rows side by side, and are copied to
+       dW once per pass and group: in dW the pass's rows lie nI floats apart, and at nI = 1536
+       (6 KiB, 96 cache lines) they fell into one set of L2 in 32, which held a third of
+       them. With the buffer the width-512 dW took 0.78-0.84 of the time (Emerald Rapids,
+       2026-11-29, AVX2 and AVX-512, 350 and 1,400 rows, bench/maxout_kernels.py), the same
+       bits (the buffer starts from dW's values of the earlier groups, so every sum is taken in
+       the same order); narrower widths, whose passes take whole rows, sum in dW itself.
 
        The store-per-multiply-add kernel above is bound by its stores; this one by its loads
        and multiply-adds: 2026-11-27 on Emerald Rapids, the text CNN's Maxout (3 pieces, 1400
@@ -416,7 +423,7 @@ cdef extern from *:
                 const VT *x = (const VT *)(xb + rows[t] * ldx + (j - jp0));                      \\
                 _Pragma("GCC unroll 16") for (int v = 0; v < NV; ++v) s[v] += a * x[v];          \\
             }                                                                                    \\
-            VT *d = (VT *)(dw + j);                                                              \\
+            VT *d = (VT *)(dw + (j - jp0));                                                      \\
             _Pragma("GCC unroll 16") for (int v = 0; v < NV; ++v) d[v] += s[v];                  \\
         }
     #define PLAIT_DEFINE_MX_DW2(VT, L, SUF, ATTR)                                                \\
@@ -446,11 +453,20 @@ cdef extern from *:
         uint8_t *rows_of = (uint8_t *)malloc((size_t)(nE > 0 ? nE : 1));                         \\
         float *g_of = (float *)malloc((size_t)(nE > 0 ? nE : 1) * sizeof(float));                \\
         float *dbp = (float *)calloc((size_t)(nL > 0 ? nL : 1), sizeof(float));                  \\
-        if (start == NULL || rows_of == NULL || xb == NULL || g_of == NULL || dbp == NULL) {     \\
-            free(start); free(rows_of); free(xb); free(g_of); free(dbp); return 0;               \\
+        /* The pass's sums: nL rows of lda floats side by side (whole blocks), not dW's rows     \\
+           nI floats apart, whose stride maps them onto a few of L2's sets. */                   \\
+        const int direct = JP >= nI;  /* one pass: dW itself */                                 \\
+        const Py_ssize_t lda = direct ? nI : (JP + JB - 1) / JB * JB;                            \\
+        float *acc = direct ? dW + o0 * nP * nI                                                  \\
+            : (float *)aligned_alloc(64, (size_t)((nL > 0 ? nL : 1) * lda) * sizeof(float));     \\
+        if (start == NULL || rows_of == NULL || xb == NULL || g_of == NULL || dbp == NULL        \\
+                || acc == NULL) {                                                                \\
+            free(start); free(rows_of); free(xb); free(g_of); free(dbp);                         \\
+            if (!direct) free(acc);                                                              \\
+            return 0;                                                                            \\
         }                                                                                        \\
         int32_t *count = start + GC * (nL + 1), *pos = count + nL;                               \\
-        memset(dW + o0 * nP * nI, 0, (size_t)(nL * nI) * sizeof(float));                         \\
+        if (direct || nB == 0) memset(dW + o0 * nP * nI, 0, (size_t)(nL * nI) * sizeof(float));  \\
         for (Py_ssize_t g0 = 0; g0 < nB; g0 += GC * RC) {                                        \\
             const Py_ssize_t g1 = g0 + GC * RC < nB ? g0 + GC * RC : nB;                         \\
             Py_ssize_t base = 0;                                                                 \\
@@ -462,6 +478,13 @@ cdef extern from *:
             }                                                                                    \\
             for (Py_ssize_t jp0 = 0; jp0 < nI; jp0 += JP) {                                      \\
               const Py_ssize_t jp1 = jp0 + JP < nI ? jp0 + JP : nI;                              \\
+              /* Undirect, the pass's columns of dW come to the buffer and go back: the same    \\
+                 sums in the same order as in dW itself, so the bits do not depend on passes. */ \\
+              if (!direct && g0 == 0) memset(acc, 0, (size_t)(nL * lda) * sizeof(float));       \\
+              else if (!direct)                                                                  \\
+                  for (Py_ssize_t l = 0; l < nL; ++l)                                            \\
+                      memcpy(acc + l * lda, dW + (o0 * nP + l) * nI + jp0,                       \\
+                             (size_t)(jp1 - jp0) * sizeof(float));                               \\
               for (Py_ssize_t c0 = g0, ci = 0; c0 < g1; c0 += RC, ++ci) {                        \\
                 const Py_ssize_t c1 = c0 + RC < g1 ? c0 + RC : g1;                               \\
                 const int32_t *st = start + ci * (nL + 1);                                       \\
@@ -479,7 +502,7 @@ cdef extern from *:
                         if (cnt == 0) continue;                                                  \\
                         const uint8_t *rows = rows_of + st[l];                                   \\
                         const float *gs = g_of + st[l];                                          \\
-                        float *dw = dW + (o0 * nP + l) * nI;                                     \\
+                        float *dw = acc + l * lda;                                               \\
                         Py_ssize_t j = j0;                                                       \\
                         PLAIT_MX_DW2_BLOCK(VT, L, 12)                                            \\
                         PLAIT_MX_DW2_BLOCK(VT, L, 4)                                             \\
@@ -490,15 +513,19 @@ cdef extern from *:
                             VT sv = (VT){0};                                                     \\
                             for (int t = 0; t < cnt; ++t)                                        \\
                                 sv += gs[t] * *(const VT *)(xb + rows[t] * ldx + (j - jp0));     \\
-                            for (Py_ssize_t q = 0; q < j1 - j; ++q) dw[j + q] += sv[q];          \\
+                            for (Py_ssize_t q = 0; q < j1 - j; ++q) dw[j - jp0 + q] += sv[q];    \\
                         }                                                                        \\
                     }                                                                            \\
                 }                                                                                \\
               }                                                                                  \\
+              for (Py_ssize_t l = 0; l < (direct ? 0 : nL); ++l)                                 \\
+                  memcpy(dW + (o0 * nP + l) * nI + jp0, acc + l * lda,                           \\
+                         (size_t)(jp1 - jp0) * sizeof(float));                                   \\
             }                                                                                    \\
         }                                                                                        \\
         for (Py_ssize_t q = 0; q < o1 - o0; ++q)                                                 \\
             for (Py_ssize_t p = 0; p < nP; ++p) db[(o0 + q) * nP + p] = dbp[p * (o1 - o0) + q];  \\
+        if (!direct) free(acc);                                                                  \\
         free(dbp);                                                                               \\
         free(g_of);                                                                              \\
         free(rows_of);                                                                           \\
@@ -577,9 +604,11 @@ cdef extern from *:
             PLAIT_MX_P3_FMA(sa, P, g1)                                                           \\
         }
     /* Adds the 4 vectors of sum o##p to dW's row (o_index, p), columns j0 .. j0 + w - 1. */
+    /* Adds the 4 vectors of sum o##p to the pass's sums of row (o_index, p), columns j0 ..
+       j0 + w - 1. */
     #define PLAIT_MX_P3_ADD(o, p, o_index)                                                       \\
         {                                                                                        \\
-            float *d = dW + ((o_index) * 3 + p) * nI + j0;                                       \\
+            float *d = acc + (((o_index) - o0) * 3 + p) * lda + (j0 - jp0);                      \\
             if (w == 64) {                                                                       \\
                 plait_vf16 *q = (plait_vf16 *)d;                                                 \\
                 q[0] += o##p##a; q[1] += o##p##b; q[2] += o##p##c; q[3] += o##p##d;              \\
@@ -608,10 +637,16 @@ cdef extern from *:
         float *xb = (float *)aligned_alloc(64, (size_t)(RC * 64) * sizeof(float));
         int32_t *starts = (int32_t *)malloc((size_t)(GC * (nU > 0 ? nU : 1) * 10) * sizeof(int32_t));
         uint8_t *rows_of = (uint8_t *)malloc((size_t)(GC * (nU > 0 ? nU : 1) * RC));
-        if (xb == NULL || starts == NULL || rows_of == NULL) {
-            free(xb); free(starts); free(rows_of); return 0;
+        /* The pass's sums: dW itself when one pass takes every column, else nOut * 3 rows of
+           lda floats side by side (see plait_mx_dw2). */
+        const int direct = JP >= nI;
+        const Py_ssize_t lda = direct ? nI : JP;
+        float *acc = direct ? dW + o0 * 3 * nI
+            : (float *)aligned_alloc(64, (size_t)((nOut > 0 ? nOut : 1) * 3 * lda) * sizeof(float));
+        if (xb == NULL || starts == NULL || rows_of == NULL || acc == NULL) {
+            free(xb); free(starts); free(rows_of); if (!direct) free(acc); return 0;
         }
-        memset(dW + o0 * 3 * nI, 0, (size_t)(nOut * 3 * nI) * sizeof(float));
+        if (direct || nB == 0) memset(dW + o0 * 3 * nI, 0, (size_t)(nOut * 3 * nI) * sizeof(float));
         for (Py_ssize_t r = o0 * 3; r < o1 * 3; ++r) db[r] = 0.0f;
         const plait_vf16 z = {0};
         for (Py_ssize_t g0 = 0; g0 < nB; g0 += GC * RC) {
@@ -644,6 +679,13 @@ cdef extern from *:
             }
             for (Py_ssize_t jp0 = 0; jp0 < nI; jp0 += JP) {
               const Py_ssize_t jp1 = jp0 + JP < nI ? jp0 + JP : nI;
+              /* Undirect, the pass's columns of dW come to the buffer and go back (as in
+                 plait_mx_dw2: the bits do not depend on the passes). */
+              if (!direct && g0 == 0) memset(acc, 0, (size_t)(nOut * 3 * lda) * sizeof(float));
+              else if (!direct)
+                  for (Py_ssize_t r = 0; r < nOut * 3; ++r)
+                      memcpy(acc + r * lda, dW + (o0 * 3 + r) * nI + jp0,
+                             (size_t)(jp1 - jp0) * sizeof(float));
               for (Py_ssize_t c0 = g0, ci = 0; c0 < g1; c0 += RC, ++ci) {
                 const Py_ssize_t c1 = c0 + RC < g1 ? c0 + RC : g1;
                 const float *dy = dY + c0 * nO;
@@ -674,8 +716,12 @@ cdef extern from *:
                     }
                 }
               }
+              for (Py_ssize_t r = 0; r < (direct ? 0 : nOut * 3); ++r)
+                  memcpy(dW + (o0 * 3 + r) * nI + jp0, acc + r * lda,
+                         (size_t)(jp1 - jp0) * sizeof(float));
             }
         }
+        if (!direct) free(acc);
         free(xb);
         free(starts);
         free(rows_of);
