@@ -402,14 +402,35 @@ cdef extern from *:
                 e += cnt[p * nOut + q];
             }
         st[nL] = e;
-        for (Py_ssize_t n = c0; n < c1; ++n) {
-            const int32_t *restrict w = which + n * nO + o0;
-            const float *restrict g = dY + n * nO + o0;
-            const uint8_t r = (uint8_t)(n - c0);
-            for (Py_ssize_t q = 0; q < nOut; ++q) {
-                const int32_t at = pos[q * nP + w[q]]++;
-                rows_of[at] = r;
-                g_of[at] = g[q];
+        /* Output by output (16 at a time share the cache lines of `which` and dY), each
+           writing its nP lists in turn: row by row across all outputs instead wrote nL lists
+           at once, a cache line each, and the placing took ~16% of the AVX2 dW's time at width
+           256. With 3 pieces the three list ends stay in registers. */
+        for (Py_ssize_t q0 = 0; q0 < nOut; q0 += 16) {
+            const Py_ssize_t q1 = q0 + 16 < nOut ? q0 + 16 : nOut;
+            for (Py_ssize_t q = q0; q < q1; ++q) {
+                const int32_t *restrict w = which + c0 * nO + o0 + q;
+                const float *restrict g = dY + c0 * nO + o0 + q;
+                if (nP == 3) {
+                    int32_t a0 = pos[q * 3], a1 = pos[q * 3 + 1], a2 = pos[q * 3 + 2];
+                    for (Py_ssize_t n = 0; n < c1 - c0; ++n) {
+                        const int32_t p = w[n * nO];
+                        /* Selected without a branch: the winners are data, not a pattern. */
+                        const int32_t at = (p == 0) * a0 + (p == 1) * a1 + (p == 2) * a2;
+                        rows_of[at] = (uint8_t)n;
+                        g_of[at] = g[n * nO];
+                        a0 += p == 0;
+                        a1 += p == 1;
+                        a2 += p == 2;
+                    }
+                } else {
+                    int32_t *restrict pq = pos + q * nP;
+                    for (Py_ssize_t n = 0; n < c1 - c0; ++n) {
+                        const int32_t at = pq[w[n * nO]]++;
+                        rows_of[at] = (uint8_t)n;
+                        g_of[at] = g[n * nO];
+                    }
+                }
             }
         }
         return e;
