@@ -556,6 +556,13 @@ def throughput_fields(prefix: str, n: float, clock: Clock) -> Dict[str, float]:
     }
 
 
+def epochs_for(p: Dict[str, Any], n_train: int) -> int:
+    """p["epochs"], or more where one epoch of n_train examples in batches of p["batch"] makes
+    fewer than p["min_updates"] updates (0 or absent: p["epochs"])."""
+    per_epoch = max(1, -(-n_train // p["batch"]))
+    return max(p["epochs"], -(-p.get("min_updates", 0) // per_epoch))
+
+
 def batches(n: int, size: int, rng: Optional[numpy.random.Generator] = None):
     """Index arrays of consecutive batches over range(n), shuffled when `rng` is given."""
     order = rng.permutation(n) if rng is not None else numpy.arange(n)

@@ -54,16 +54,10 @@ def training_parts(api, p: Dict[str, Any], trX, trY, n_words: int, n_tags: int):
             lambda idx: ([trX[i] for i in idx], [trY1[i] for i in idx]))
 
 
-def epochs_for(p: Dict[str, Any], n_train: int) -> int:
-    """--epochs, or more where one epoch makes fewer than --min-updates updates."""
-    per_epoch = max(1, -(-n_train // p["batch"]))
-    return max(p["epochs"], -(-p.get("min_updates", 0) // per_epoch))
-
-
 def work(framework: str, p: Dict[str, Any]) -> Dict[str, Any]:
     trX, trY, dvX, dvY, n_words, n_tags = H.load_turkish_tagging(p["max_train"] or None,
                                                                   p["max_eval"] or None)
-    p = dict(p, epochs=epochs_for(p, len(trX)))
+    p = dict(p, epochs=H.epochs_for(p, len(trX)))
     if framework == "torch":
         return _torch(p, trX, trY, dvX, dvY, n_words, n_tags)
     api = H.import_api(framework)

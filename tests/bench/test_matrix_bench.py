@@ -94,7 +94,7 @@ def test_unknown_model_is_refused():
 
 
 def test_tagger_epochs_cover_the_minimum_updates():
-    epochs_for = bench_module("lstm_tagger").epochs_for
+    epochs_for = bench_module("_harness").epochs_for
     # 3,941 sentences: 247 updates an epoch at batch 16, 62 at 64, 16 at 256.
     assert epochs_for({"batch": 16, "epochs": 1, "min_updates": 60}, 3941) == 1
     assert epochs_for({"batch": 64, "epochs": 1, "min_updates": 60}, 3941) == 1
@@ -103,6 +103,37 @@ def test_tagger_epochs_cover_the_minimum_updates():
     assert epochs_for({"batch": 256, "epochs": 1, "min_updates": 65}, 3941) == 5
     assert epochs_for({"batch": 256, "epochs": 6, "min_updates": 60}, 3941) == 6
     assert epochs_for({"batch": 256, "epochs": 1, "min_updates": 0}, 3941) == 1
+
+
+def test_mlp_cells_train_at_least_the_minimum_updates():
+    matrix = _matrix_module()
+    cells = matrix.plan_cells(matrix.make_parser().parse_args(["--models", "mlp,textcat"]))
+    mlp = [c for c in cells if c["model"] == "mlp"]
+    assert len(mlp) == 12 and all(c["min_updates"] == 1000 for c in mlp)
+    assert all("min_updates" not in c for c in cells if c["model"] == "textcat")
+    off = matrix.plan_cells(matrix.make_parser().parse_args(["--models", "mlp", "--mlp-min-updates", "0"]))
+    assert all("min_updates" not in c for c in off)
+    quick = matrix.plan_cells(matrix.make_parser().parse_args(["--models", "mlp", "--quick"]))
+    assert quick and all("min_updates" not in c for c in quick)
+    # 20,000 examples: 79 updates an epoch at batch 256 (13 epochs for 1,000), 313 at 64 (4),
+    # 1,250 at 16 (the script's 2 epochs).
+    epochs_for = bench_module("_harness").epochs_for
+    assert [epochs_for({"batch": b, "epochs": 2, "min_updates": 1000}, 20000)
+            for b in (16, 64, 256)] == [2, 4, 13]
+
+
+def test_mlp_script_trains_the_epochs_its_minimum_updates_ask_for(tmp_path):
+    if not (DATA / "mnist.npz").exists():
+        pytest.skip(f"needs {DATA / 'mnist.npz'}")
+    out_json = tmp_path / "mlp.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "mlp.py"), "--quick", "--peers", "none",
+         "--min-updates", "40", "--json", str(out_json)],
+        capture_output=True, text=True, timeout=600, cwd=str(REPO), encoding="utf8")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    medians = json.loads(out_json.read_text())["medians"]["plait"]
+    # --quick: 512 examples in batches of 64 are 8 updates an epoch, so 40 take 5 epochs.
+    assert medians["epochs"] == 5 and medians["examples"] == 5 * 512
 
 
 def _matrix_module():
