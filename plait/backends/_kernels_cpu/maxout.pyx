@@ -633,7 +633,6 @@ cdef extern from *:
             const float g1 = dy[r * nO + oa];                                                    \\
             PLAIT_MX_P3_FMA(sa, P, g1)                                                           \\
         }
-    /* Adds the 4 vectors of sum o##p to dW's row (o_index, p), columns j0 .. j0 + w - 1. */
     /* Adds the 4 vectors of sum o##p to the pass's sums of row (o_index, p), columns j0 ..
        j0 + w - 1. */
     #define PLAIT_MX_P3_ADD(o, p, o_index)                                                       \\
