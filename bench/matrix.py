@@ -18,9 +18,10 @@ tagger's BiLSTM output width as a multiple of the embedding width (--tagger-hidd
 has one row per training-set word, which the data fixes.
 
 Training length: the text CNN trains its script's epochs. The MLP trains at least
---mlp-min-updates updates (default 1,000; not with --quick; its script's 2 epochs are 157 updates at batch 256, a
-third of a second of plait's training at width 64, where this shared machine's speed moved by
-up to 2x from one process to the next: rounds that short compared noise). The tagger trains at
+--mlp-min-updates updates (default 1,000; not with --quick): its script's 2 epochs are 157
+updates at batch 256, a third of a second of plait's training at width 64, where this shared
+machine's speed moved by up to 2x from one process to the next, so rounds that short compared
+noise. The tagger trains at
 least --tagger-min-updates updates (default 60, about one epoch at batch 64): at batch 256 one
 epoch of its 3,941 sentences is 16 updates, after which no library has learned more than the
 majority tag, so its accuracy would compare noise. Throughput counts every epoch.
@@ -106,7 +107,7 @@ def make_parser() -> argparse.ArgumentParser:
                         "than this (default 60; 0: one epoch at every batch size)")
     p.add_argument("--mlp-min-updates", type=int, default=1000,
                    help="the MLP trains more epochs where its 2 make fewer updates than this "
-                        "(default 1000; 0: its script's epochs)")
+                        "(default 1000; 0: its script's epochs; --quick: its script's epochs)")
     p.add_argument("--rounds", type=int, default=3,
                    help="alternating rounds per cell; medians (default 3; --quick: 1)")
     p.add_argument("--peers", default="thinc91,torch",

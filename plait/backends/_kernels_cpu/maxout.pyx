@@ -444,6 +444,24 @@ cdef extern from *:
         }
         return e;
     }
+    /* The pass buffer of the register-sum dW kernels below: `rows` rows of dW (nI floats apart)
+       over the pass's columns [jp0, jp1), side by side in acc (lda floats apart). Loaded as
+       zeros for the first group of chunks, from dW for the others, so that every sum goes on in
+       the order it would in dW itself; stored back after each pass. */
+    static void plait_mx_pass_load(float *acc, const float *dW, Py_ssize_t rows, Py_ssize_t nI,
+                                   Py_ssize_t lda, Py_ssize_t jp0, Py_ssize_t jp1, int first) {
+        if (first) {
+            memset(acc, 0, (size_t)(rows * lda) * sizeof(float));
+            return;
+        }
+        for (Py_ssize_t r = 0; r < rows; ++r)
+            memcpy(acc + r * lda, dW + r * nI + jp0, (size_t)(jp1 - jp0) * sizeof(float));
+    }
+    static void plait_mx_pass_store(float *dW, const float *acc, Py_ssize_t rows, Py_ssize_t nI,
+                                    Py_ssize_t lda, Py_ssize_t jp0, Py_ssize_t jp1) {
+        for (Py_ssize_t r = 0; r < rows; ++r)
+            memcpy(dW + r * nI + jp0, acc + r * lda, (size_t)(jp1 - jp0) * sizeof(float));
+    }
     #define PLAIT_MX_DW2_BLOCK(VT, L, NV)                                                        \\
         for (; j + NV * L <= j1; j += NV * L) {                                                  \\
             VT s[NV];                                                                            \\
@@ -508,13 +526,8 @@ cdef extern from *:
             }                                                                                    \\
             for (Py_ssize_t jp0 = 0; jp0 < nI; jp0 += JP) {                                      \\
               const Py_ssize_t jp1 = jp0 + JP < nI ? jp0 + JP : nI;                              \\
-              /* Undirect, the pass's columns of dW come to the buffer and go back: the same    \\
-                 sums in the same order as in dW itself, so the bits do not depend on passes. */ \\
-              if (!direct && g0 == 0) memset(acc, 0, (size_t)(nL * lda) * sizeof(float));       \\
-              else if (!direct)                                                                  \\
-                  for (Py_ssize_t l = 0; l < nL; ++l)                                            \\
-                      memcpy(acc + l * lda, dW + (o0 * nP + l) * nI + jp0,                       \\
-                             (size_t)(jp1 - jp0) * sizeof(float));                               \\
+              if (!direct)                                                                       \\
+                  plait_mx_pass_load(acc, dW + o0 * nP * nI, nL, nI, lda, jp0, jp1, g0 == 0);    \\
               for (Py_ssize_t c0 = g0, ci = 0; c0 < g1; c0 += RC, ++ci) {                        \\
                 const Py_ssize_t c1 = c0 + RC < g1 ? c0 + RC : g1;                               \\
                 const int32_t *st = start + ci * (nL + 1);                                       \\
@@ -548,9 +561,7 @@ cdef extern from *:
                     }                                                                            \\
                 }                                                                                \\
               }                                                                                  \\
-              for (Py_ssize_t l = 0; l < (direct ? 0 : nL); ++l)                                 \\
-                  memcpy(dW + (o0 * nP + l) * nI + jp0, acc + l * lda,                           \\
-                         (size_t)(jp1 - jp0) * sizeof(float));                                   \\
+              if (!direct) plait_mx_pass_store(dW + o0 * nP * nI, acc, nL, nI, lda, jp0, jp1);   \\
             }                                                                                    \\
         }                                                                                        \\
         for (Py_ssize_t q = 0; q < o1 - o0; ++q)                                                 \\
@@ -708,13 +719,8 @@ cdef extern from *:
             }
             for (Py_ssize_t jp0 = 0; jp0 < nI; jp0 += JP) {
               const Py_ssize_t jp1 = jp0 + JP < nI ? jp0 + JP : nI;
-              /* Undirect, the pass's columns of dW come to the buffer and go back (as in
-                 plait_mx_dw2: the bits do not depend on the passes). */
-              if (!direct && g0 == 0) memset(acc, 0, (size_t)(nOut * 3 * lda) * sizeof(float));
-              else if (!direct)
-                  for (Py_ssize_t r = 0; r < nOut * 3; ++r)
-                      memcpy(acc + r * lda, dW + (o0 * 3 + r) * nI + jp0,
-                             (size_t)(jp1 - jp0) * sizeof(float));
+              if (!direct)
+                  plait_mx_pass_load(acc, dW + o0 * 3 * nI, nOut * 3, nI, lda, jp0, jp1, g0 == 0);
               for (Py_ssize_t c0 = g0, ci = 0; c0 < g1; c0 += RC, ++ci) {
                 const Py_ssize_t c1 = c0 + RC < g1 ? c0 + RC : g1;
                 const float *dy = dY + c0 * nO;
@@ -745,9 +751,7 @@ cdef extern from *:
                     }
                 }
               }
-              for (Py_ssize_t r = 0; r < (direct ? 0 : nOut * 3); ++r)
-                  memcpy(dW + (o0 * 3 + r) * nI + jp0, acc + r * lda,
-                         (size_t)(jp1 - jp0) * sizeof(float));
+              if (!direct) plait_mx_pass_store(dW + o0 * 3 * nI, acc, nOut * 3, nI, lda, jp0, jp1);
             }
         }
         if (!direct) free(acc);
